@@ -1,0 +1,1 @@
+"""What both daemons share: the MCP transport, tool declarations, waits, names, todos, serving, knobs."""

@@ -1,0 +1,142 @@
+"""Every knob of both daemons in one typed place, each with its unit, default and the reason for the default.
+
+A knob is a dataclass field declared with `knob(...)`. The CLI turns each into a click option with an
+environment variable (`<PREFIX>_<NAME>`, e.g. HIVE_BASH_MAX_RUNNING), so systemd units and operators set
+the same names. Settings objects are frozen: read once at start-up, passed down explicitly.
+"""
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+
+def knob(default: Any, unit: str, help: str, env: str | None = None, multiple: bool = False) -> Any:
+    """Declare one knob: its default, its unit ("seconds", "bytes", "count", ...) and a help text that says why."""
+    meta = {"unit": unit, "help": help, "env": env, "multiple": multiple}
+    if isinstance(default, (list, tuple)):
+        return field(default_factory=lambda: tuple(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """What every daemon's HTTP side needs."""
+
+    host: str = knob("127.0.0.1", "address", "Address to listen on. Loopback by default; any other needs --token-file.")
+    port: int = knob(0, "port", "TCP port to listen on (0 picks a free one; the chosen URL is logged and written to --ready-file).")
+    state_dir: Path = knob(Path("harness"), "path", "State directory (task files, todo outbox); created 0700.")
+    agent_socket: Path | None = knob(
+        None, "path", "The harness's Unix socket for keyed todos. Unset: todos wait in the outbox.", env="HIVE_AGENT_SOCKET"
+    )
+    token_file: Path | None = knob(None, "path", "File (0600) holding a bearer token every request must carry.")
+    allowed_hosts: tuple[str, ...] = knob(
+        (), "host names", "Extra Host header names to accept besides loopback names (DNS-rebinding protection).", multiple=True
+    )
+    allowed_origins: tuple[str, ...] = knob(
+        (), "origins", "Extra Origin values to accept (e.g. https://app.example); loopback origins are always accepted.", multiple=True
+    )
+    threads: int = knob(32, "count", "waitress request threads. Inline waits hold one each (up to 30 s), so keep well above max-inline-waits.")
+    max_inline_waits: int = knob(
+        24, "count", "Concurrent inline waits allowed; past that a wait answers at once, so kill/status never queue behind waits."
+    )
+    connection_limit: int = knob(200, "count", "Open connections waitress accepts at once (Claude Code reconnects every turn).")
+    channel_timeout: int = knob(120, "seconds", "Idle connection timeout; well above the 30 s wait cap.")
+    max_body_bytes: int = knob(1024 * 1024, "bytes", "Largest request body accepted (413 above it).")
+    session_ttl: float = knob(3600.0, "seconds", "Idle handshake-era sessions expire after this (Claude Code never sends DELETE).")
+    max_sessions: int = knob(1000, "count", "Most handshake-era sessions kept; the least recently used goes first.")
+    ready_file: Path | None = knob(None, "path", "Once listening, write {url, pid} as JSON here (tests and scripts wait on it).")
+    log_level: str = knob("info", "level", "Logging level: debug, info, warning, error.")
+
+    def validate(self) -> None:
+        """Refuse settings that cannot work, with a message naming the knob."""
+        if self.max_inline_waits >= self.threads:
+            raise click.BadParameter(
+                f"must be below --threads ({self.threads}) so kill/status are always served", param_hint="--max-inline-waits"
+            )
+        if not 0 <= self.port <= 65535:
+            raise click.BadParameter("must be 0..65535", param_hint="--port")
+
+
+@dataclass(frozen=True)
+class BashSettings(ServerSettings):
+    port: int = knob(7711, "port", "TCP port for the bash MCP server (URL http://HOST:PORT/mcp).")
+    max_running: int = knob(
+        32, "count", "Tasks running at once; the rest wait as pending in submission order. Agent tasks mostly wait on I/O."
+    )
+    kill_grace: float = knob(
+        2.0, "seconds", "After SIGTERM (timeout, leftovers of a killed group), wait this long before SIGKILL."
+    )
+    tail_bytes: int = knob(4096, "bytes", "How much of the end of stdout and of stderr a status shows.")
+    keep_tasks: int = knob(1000, "count", "Finished tasks kept (with their files); older ones are pruned first.")
+    keep_days: float = knob(7.0, "days", "Finished tasks older than this are pruned, files included.")
+
+
+@dataclass(frozen=True)
+class SubagentSettings(ServerSettings):
+    port: int = knob(7712, "port", "TCP port for the subagent MCP server (URL http://HOST:PORT/mcp).")
+    claude_bin: str = knob("claude", "command", "The claude CLI to run (a name on PATH or a path).")
+    workdir: Path = knob(Path("."), "path", "Working directory the sessions run in (claude keys its transcripts by it).")
+    extra_env: tuple[str, ...] = knob(
+        (), "KEY=VALUE", "Extra environment for claude (e.g. IS_SANDBOX=1 when running as root).", multiple=True
+    )
+    max_running: int = knob(4, "count", "Sessions running at once; a start past this is refused (each is a full claude).")
+    turn_timeout: float | None = knob(None, "seconds", "Wall-clock limit of one turn (SIGINT, then SIGKILL). Unset: none.")
+    kill_grace: float = knob(5.0, "seconds", "After a soft interrupt or turn timeout, wait this long before SIGKILL.")
+
+
+def knob_fields(settings_cls: type) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(settings_cls) if "unit" in f.metadata]
+
+
+def env_name(f: dataclasses.Field, prefix: str) -> str:
+    return f.metadata["env"] or f"{prefix}_{f.name.upper()}"
+
+
+def _click_type(f: dataclasses.Field) -> Any:
+    kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    if "Path" in str(kind):
+        return click.Path(path_type=Path)
+    if "float" in str(kind):
+        return float
+    if "int" in str(kind):
+        return click.IntRange(min=0)
+    return str
+
+
+def click_options(settings_cls: type, prefix: str) -> Callable:
+    """Decorate a click command with one option per knob of `settings_cls` (env var `<prefix>_<NAME>`)."""
+
+    def decorate(command: Callable) -> Callable:
+        for f in reversed(knob_fields(settings_cls)):
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            flag = "--" + f.name.replace("_", "-")
+            unit = f.metadata["unit"]
+            extra: dict[str, Any] = {}
+            if f.metadata["multiple"]:
+                extra["multiple"] = True
+            command = click.option(
+                flag,
+                f.name,
+                type=_click_type(f),
+                default=default,
+                show_default=default not in (None, ()),
+                envvar=env_name(f, prefix),
+                show_envvar=True,
+                help=f"{f.metadata['help']} [{unit}]",
+                **extra,
+            )(command)
+        return command
+
+    return decorate
+
+
+def settings_from_options(settings_cls: type, options: dict[str, Any]):
+    """Build the frozen settings object from click's parsed options (unknown keys are left to the caller)."""
+    names = {f.name for f in knob_fields(settings_cls)}
+    values = {k: (tuple(v) if isinstance(v, list) else v) for k, v in options.items() if k in names}
+    settings = settings_cls(**values)
+    settings.validate()
+    return settings

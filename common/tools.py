@@ -1,0 +1,153 @@
+"""Declaring a tool once (name, description for the model, input schema, handler) and calling it safely.
+
+Arguments are validated with `jsonschema` against the declared schema; each error names the field and the
+rule. A handler signals an expected failure by raising `ToolError` (an `isError` result the model reads); any
+other exception becomes a short `isError` result, logged with its traceback, and the server keeps serving.
+"""
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import jsonschema
+from jsonschema import Draft202012Validator
+
+log = logging.getLogger(__name__)
+
+
+class ToolError(Exception):
+    """An expected failure of a tool call (bad value, unknown id, refused action): shown to the model as is."""
+
+
+class ToolArgumentsError(ValueError):
+    """The arguments do not match the tool's input schema; the message names the field and the rule."""
+
+
+class UnknownTool(LookupError):
+    """No tool of that name is registered."""
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What a handler may want to know about the call beyond its arguments."""
+
+    structured: bool = False
+    protocol_version: str | None = None
+    session_id: str | None = None
+
+
+@dataclass
+class ToolResult:
+    """One result, formatted twice: `text` for the model (the default) and `data` for programmatic callers."""
+
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+    is_error: bool = False
+
+
+Handler = Callable[[dict[str, Any], CallContext], ToolResult]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    handler: Handler
+    title: str | None = None
+    annotations: Mapping[str, Any] | None = None
+
+    def listing(self) -> dict[str, Any]:
+        """The tool as `tools/list` shows it. No outputSchema: the Python SDK would then *require*
+        structuredContent on every result, and Claude Code would show the model only that (FACTS.md)."""
+        entry: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
+        if self.title:
+            entry["title"] = self.title
+        if self.annotations:
+            entry["annotations"] = dict(self.annotations)
+        return entry
+
+
+def _field_path(error: jsonschema.ValidationError) -> str:
+    path = ".".join(str(p) for p in error.absolute_path)
+    if error.validator == "required":
+        # The missing property is in the message, not the path: "'cmd' is a required property".
+        missing = error.message.split("'")[1] if "'" in error.message else "?"
+        return f"{path}.{missing}" if path else missing
+    if error.validator == "additionalProperties" and not path:
+        return "arguments"
+    return path or "arguments"
+
+
+def _rule(error: jsonschema.ValidationError) -> str:
+    v, rule = error.validator, error.validator_value
+    if v == "required":
+        return "is required"
+    if v == "type":
+        return f"must be of type {rule if isinstance(rule, str) else ' or '.join(rule)}"
+    if v == "minimum":
+        return f"must be >= {rule}"
+    if v == "exclusiveMinimum":
+        return f"must be > {rule}"
+    if v == "maximum":
+        return f"must be <= {rule}"
+    if v == "minLength":
+        return f"must be at least {rule} characters"
+    if v == "maxLength":
+        return f"must be at most {rule} characters"
+    if v == "pattern":
+        return f"must match {rule}"
+    if v == "enum":
+        return "must be one of " + ", ".join(repr(x) for x in rule)
+    if v == "additionalProperties":
+        return error.message.replace("Additional properties are not allowed", "unknown argument(s) not allowed")
+    return error.message
+
+
+def validate_arguments(schema: dict[str, Any], arguments: Any) -> dict[str, Any]:
+    """Return `arguments` if they satisfy `schema`; raise ToolArgumentsError naming every bad field."""
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise ToolArgumentsError("arguments: must be an object")
+    errors = sorted(Draft202012Validator(schema).iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    if errors:
+        raise ToolArgumentsError("; ".join(f"{_field_path(e)}: {_rule(e)}" for e in errors))
+    return arguments
+
+
+class ToolRegistry:
+    """The tools one server offers, by name, in declaration order."""
+
+    def __init__(self, tools: list[Tool] | tuple[Tool, ...] = ()):
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.add(tool)
+
+    def add(self, tool: Tool) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} declared twice")
+        Draft202012Validator.check_schema(tool.input_schema)
+        self._tools[tool.name] = tool
+
+    def listing(self) -> list[dict[str, Any]]:
+        return [t.listing() for t in self._tools.values()]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._tools
+
+    def call(self, name: str, arguments: Any, ctx: CallContext | None = None) -> ToolResult:
+        """Validate and run one call. Raises UnknownTool / ToolArgumentsError (protocol errors);
+        every failure inside the handler comes back as an `isError` ToolResult."""
+        tool = self._tools.get(name)
+        if tool is None:
+            raise UnknownTool(name)
+        args = validate_arguments(tool.input_schema, arguments)
+        try:
+            return tool.handler(args, ctx or CallContext())
+        except ToolError as exc:
+            return ToolResult(text=str(exc), data={"error": str(exc)}, is_error=True)
+        except Exception as exc:  # the server keeps serving; the operator gets the traceback in the log
+            log.exception("tool %s failed unexpectedly", name)
+            message = f"internal error in tool {name!r}: {type(exc).__name__}: {exc}"[:500]
+            return ToolResult(text=message, data={"error": message}, is_error=True)

@@ -1,0 +1,82 @@
+"""Bounded waits on a threading.Condition with a monotonic deadline, the wait cap, and the wait-slot bound.
+
+A waiter wakes the moment the predicate turns true (the notifier calls `notify_all`); there is no polling
+interval. The clock is injectable so tests can drive deadlines without sleeping.
+"""
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+WAIT_CAP_SECONDS = 30.0
+DEFAULT_WAIT_SECONDS = 3.0
+
+
+@dataclass(frozen=True)
+class WaitWindow:
+    """The wait a caller gets: `seconds` after capping, and whether the cap cut what was asked."""
+
+    seconds: float
+    capped: bool
+    asked: float
+
+
+def cap_wait(asked: float | None, default: float = DEFAULT_WAIT_SECONDS, cap: float = WAIT_CAP_SECONDS) -> WaitWindow:
+    """Apply the default and the cap to a requested wait (validation of the type/sign is the schema's job)."""
+    value = default if asked is None else float(asked)
+    return WaitWindow(seconds=min(value, cap), capped=value > cap, asked=value)
+
+
+def wait_for(
+    condition: threading.Condition,
+    predicate: Callable[[], bool],
+    seconds: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> bool:
+    """Wait on `condition` (which the caller holds) until `predicate()` or `seconds` pass; return the predicate.
+
+    The deadline is computed once from a monotonic clock, so spurious wake-ups never stretch the wait.
+    """
+    deadline = clock() + seconds
+    result = predicate()
+    while not result:
+        remaining = deadline - clock()
+        if remaining <= 0:
+            break
+        condition.wait(remaining)
+        result = predicate()
+    return result
+
+
+class WaitSlots:
+    """At most `limit` inline waits at once, so waits never take every request thread.
+
+    `try_acquire` never blocks: when every slot is taken the caller answers at once with the current state
+    instead of waiting (DESIGN.md, "Threads"): a `kill` or `status` must never queue behind waits.
+    """
+
+    def __init__(self, limit: int):
+        if limit < 0:
+            raise ValueError("limit must be >= 0")
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._in_use = 0
+
+    def try_acquire(self) -> bool:
+        with self._lock:
+            if self._in_use >= self.limit:
+                return False
+            self._in_use += 1
+            return True
+
+    def release(self) -> None:
+        with self._lock:
+            if self._in_use <= 0:
+                raise RuntimeError("WaitSlots.release without acquire")
+            self._in_use -= 1
+
+    @property
+    def in_use(self) -> int:
+        with self._lock:
+            return self._in_use
