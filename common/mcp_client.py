@@ -1,0 +1,78 @@
+"""A minimal MCP client for the operator CLIs: one `tools/call` is one POST in protocol 2026-07-28.
+
+Importing the official SDK client costs ~0.7 s here (DESIGN.md); a CLI command must feel instant, so this
+speaks the stateless revision directly with `http.client`. The official client stays the reference in tests.
+"""
+
+import http.client
+import itertools
+import json
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+PROTOCOL_VERSION = "2026-07-28"
+STRUCTURED_META_KEY = "hive/structured"  # must match common.mcp_http.STRUCTURED_META_KEY
+_ids = itertools.count(1)
+
+
+class McpClientError(Exception):
+    """The daemon could not be reached, or answered with a protocol error; the message says which."""
+
+
+@dataclass
+class ToolCallResult:
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+    is_error: bool = False
+
+
+def call_tool(url: str, name: str, arguments: dict[str, Any], *, token: str | None = None, timeout: float = 60.0) -> ToolCallResult:
+    """Call one tool, asking for structured data; raise McpClientError when there is no tool result."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "hive-cli", "version": "1"},
+        STRUCTURED_META_KEY: True,
+    }
+    body = {"jsonrpc": "2.0", "id": next(_ids), "method": "tools/call", "params": {"name": name, "arguments": arguments, "_meta": meta}}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": PROTOCOL_VERSION,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": name,
+    }
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    status, payload = _post(url, json.dumps(body).encode(), headers, timeout)
+    if "error" in payload:
+        err = payload["error"]
+        raise McpClientError(f"{name}: {err.get('message', 'error')} (JSON-RPC {err.get('code')}, HTTP {status})")
+    result = payload.get("result") or {}
+    text = "\n".join(c.get("text", "") for c in result.get("content", []) if c.get("type") == "text")
+    return ToolCallResult(text=text, data=result.get("structuredContent") or {}, is_error=bool(result.get("isError")))
+
+
+def _post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int, dict]:
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise McpClientError(f"url {url!r}: must look like http://127.0.0.1:7711/mcp")
+    conn = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
+    try:
+        conn.request("POST", parts.path or "/mcp", body=body, headers=headers)
+        response = conn.getresponse()
+        raw = response.read()
+    except (OSError, http.client.HTTPException) as exc:
+        raise McpClientError(f"cannot reach {url}: {exc} (is the daemon running?)") from None
+    finally:
+        conn.close()
+    if response.status == 401:
+        raise McpClientError(f"{url}: unauthorized (pass --token-file with the daemon's token)")
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        raise McpClientError(f"{url}: HTTP {response.status}: {raw[:200].decode(errors='replace').strip()}") from None
+    if not isinstance(payload, dict):
+        raise McpClientError(f"{url}: unexpected answer (HTTP {response.status})")
+    return response.status, payload

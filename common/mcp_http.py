@@ -1,0 +1,360 @@
+"""The MCP streamable-HTTP transport as a WSGI app (werkzeug), serving a ToolRegistry in both protocol eras.
+
+Routing follows the official SDK (`mcp/server/streamable_http_manager.py`): a request whose
+`MCP-Protocol-Version` header names a version outside the handshake set goes to the stateless 2026-07-28
+path; no header or a handshake version goes to the `initialize`/`Mcp-Session-Id` path. Every answer is one
+JSON body: we never hold a response open as a stream, so no worker thread is pinned by a client.
+
+Message shapes are validated and serialised with the `mcp` package's own types (`mcp_types.methods`), and the
+2026 request ladder (envelope, header/body agreement, version) is the SDK's own `classify_inbound_request`.
+"""
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    InboundLadderRejection,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+    unsupported_protocol_version_rejection,
+)
+from mcp_types import methods as mcp_methods
+from mcp_types.jsonrpc import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+)
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.wrappers import Request, Response
+
+from common.config import ServerSettings
+from common.http_guard import Guard, read_token_file
+from common.mcp_sessions import SessionTable
+from common.tools import CallContext, ToolArgumentsError, ToolRegistry, ToolResult, UnknownTool
+
+log = logging.getLogger(__name__)
+
+MCP_PATH = "/mcp"
+HEALTH_PATH = "/healthz"
+SESSION_HEADER = "Mcp-Session-Id"
+VERSION_HEADER = "MCP-Protocol-Version"
+# Ask for the structured form of a tool result: params._meta["hive/structured"] = true. Off by default because
+# Claude Code shows the model only structuredContent when present (FACTS.md), and the model reads text best.
+STRUCTURED_META_KEY = "hive/structured"
+# Batches exist only in this revision (added in 2025-03-26, removed in 2025-06-18).
+BATCH_VERSION = "2025-03-26"
+# A request without the version header is 2025-03-26 (transports, "Protocol Version Header").
+DEFAULT_HANDSHAKE_VERSION = "2025-03-26"
+TOOL_LIST_TTL_MS = 60_000  # the tool list changes only with a new daemon version
+
+
+@dataclass
+class RpcError(Exception):
+    """A JSON-RPC error to answer with; `http_status` None means: look it up in the SDK's table."""
+
+    code: int
+    message: str
+    data: Any = None
+    http_status: int | None = None
+
+
+def _json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(json.dumps(body, separators=(",", ":")), status=status, headers=headers, mimetype="application/json")
+
+
+def _error_body(request_id: Any, err: RpcError) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": err.code, "message": err.message}
+    if err.data is not None:
+        error["data"] = err.data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def _plain(status: int, text: str, headers: dict[str, str] | None = None) -> Response:
+    return Response(text + "\n", status=status, headers=headers, mimetype="text/plain")
+
+
+def _accepts_json(request: Request) -> bool:
+    """Accept must allow application/json (wildcards count); an absent Accept header means anything."""
+    if "Accept" not in request.headers:
+        return True
+    kinds = [part.split(";")[0].strip().lower() for part in request.headers.get("Accept", "").split(",")]
+    return any(k in ("application/json", "application/*", "*/*") for k in kinds)
+
+
+def _is_json_content(request: Request) -> bool:
+    return request.mimetype == "application/json"
+
+
+class McpApp:
+    """WSGI app: POST/GET/DELETE /mcp (both eras) and GET /healthz."""
+
+    def __init__(self, registry: ToolRegistry, server_name: str, server_version: str, settings: ServerSettings):
+        self.registry = registry
+        self.server_info = {"name": server_name, "version": server_version}
+        self.settings = settings
+        token = read_token_file(settings.token_file) if settings.token_file else None
+        self.guard = Guard.build(settings.host, settings.allowed_hosts, settings.allowed_origins, token)
+        self.sessions = SessionTable(settings.session_ttl, settings.max_sessions)
+
+    # -- WSGI entry ---------------------------------------------------------------------------------------------
+
+    def __call__(self, environ, start_response):
+        request = Request(environ)
+        request.max_content_length = self.settings.max_body_bytes
+        try:
+            response = self._route(request)
+        except Exception:  # never a 500 page with a traceback; the operator gets it in the log
+            log.exception("unexpected error serving %s %s", request.method, request.path)
+            response = _json_response(_error_body(None, RpcError(INTERNAL_ERROR, "Internal error")), 500)
+        return response(environ, start_response)
+
+    def _route(self, request: Request) -> Response:
+        if not self.guard.host_allowed(request.headers.get("Host")):
+            # 421 as the SDK's TransportSecurityMiddleware answers: the name is not one this server serves.
+            return _plain(421, "Invalid Host header")
+        if not self.guard.origin_allowed(request.headers.get("Origin")):
+            return _plain(403, "Invalid Origin header")
+        if request.path == HEALTH_PATH:
+            if request.method not in ("GET", "HEAD"):
+                return _plain(405, "Method Not Allowed", {"Allow": "GET, HEAD"})
+            return _json_response({"ok": True, "server": self.server_info})
+        if request.path != MCP_PATH:
+            return _plain(404, f"Not Found: the MCP endpoint is {MCP_PATH}")
+        if not self.guard.token_ok(request.headers.get("Authorization")):
+            return _plain(401, "Unauthorized: a valid bearer token is required", {"WWW-Authenticate": 'Bearer realm="hive"'})
+        version = request.headers.get(VERSION_HEADER)
+        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return self._modern(request)
+        return self._handshake(request, version)
+
+    def _read_json(self, request: Request) -> Any:
+        """The decoded body, or RpcError(PARSE_ERROR) / 413 as a RequestEntityTooLarge."""
+        length = request.content_length
+        if length is not None and length > self.settings.max_body_bytes:
+            raise RequestEntityTooLarge()
+        data = request.get_data(cache=False)  # bounded by max_content_length
+        try:
+            return json.loads(data)
+        except (ValueError, RecursionError):
+            # Not only JSONDecodeError: huge integer literals raise ValueError, deep nesting RecursionError.
+            raise RpcError(PARSE_ERROR, "Parse error: the body is not valid JSON", http_status=400) from None
+
+    def _precheck_post(self, request: Request) -> Response | None:
+        if not _accepts_json(request):
+            return _plain(406, "Not Acceptable: the client must accept application/json")
+        if not _is_json_content(request):
+            return _plain(415, "Unsupported Media Type: Content-Type must be application/json")
+        return None
+
+    # -- 2026-07-28: one self-contained POST, no sessions ------------------------------------------------------
+
+    def _modern(self, request: Request) -> Response:
+        if request.method != "POST":
+            return _plain(405, "Method Not Allowed: this protocol version uses POST only", {"Allow": "POST"})
+        if (refusal := self._precheck_post(request)) is not None:
+            return refusal
+        try:
+            body = self._read_json(request)
+        except RequestEntityTooLarge:
+            return _plain(413, f"Request body too large (limit {self.settings.max_body_bytes} bytes)")
+        except RpcError as err:
+            return _json_response(_error_body(None, err), 400)
+        if isinstance(body, dict) and "id" not in body:
+            return self._modern_notification(request, body)
+        if not isinstance(body, dict) or not isinstance(body.get("method"), str) or body.get("jsonrpc") != "2.0":
+            err = RpcError(INVALID_REQUEST, "Invalid request: the body must be one JSON-RPC request object (no batches)")
+            return _json_response(_error_body(None, err), 400)
+        request_id = body["id"]
+        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+            return _json_response(_error_body(None, RpcError(INVALID_REQUEST, "Invalid request: id must be a string or integer")), 400)
+        duplicated = find_duplicated_routing_header(request.headers.items(lower=True))
+        if duplicated is not None:
+            return self._modern_error(request_id, RpcError(HEADER_MISMATCH, f"{duplicated} header appears more than once"))
+        verdict = classify_inbound_request(body, headers={k.lower(): v for k, v in request.headers.items()})
+        if isinstance(verdict, InboundLadderRejection):
+            return self._modern_error(request_id, RpcError(verdict.code, verdict.message, verdict.data))
+        version = verdict.protocol_version
+        try:
+            result = self._dispatch(body["method"], body.get("params"), version, modern=True)
+            result.setdefault("resultType", "complete")
+            result = self._serialise(body["method"], version, result)
+        except RpcError as err:
+            return self._modern_error(request_id, err)
+        result.setdefault("_meta", {})[mcp_types.SERVER_INFO_META_KEY] = self.server_info
+        return _json_response({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    def _modern_notification(self, request: Request, body: dict) -> Response:
+        """Acknowledge and drop (202): the 2026 wire defines no client notifications a server acts on."""
+        if body.get("jsonrpc") != "2.0" or not isinstance(body.get("method"), str):
+            return _json_response(_error_body(None, RpcError(INVALID_REQUEST, "Invalid notification")), 400)
+        rejection = unsupported_protocol_version_rejection(request.headers.get(VERSION_HEADER, ""))
+        if rejection is not None:
+            return self._modern_error(None, RpcError(rejection.code, rejection.message, rejection.data))
+        return Response(status=202)
+
+    def _modern_error(self, request_id: Any, err: RpcError) -> Response:
+        status = err.http_status or ERROR_CODE_HTTP_STATUS.get(err.code, 200)
+        return _json_response(_error_body(request_id, err), status)
+
+    # -- handshake era: initialize, sessions, optional batches -------------------------------------------------
+
+    def _handshake(self, request: Request, version_header: str | None) -> Response:
+        if request.method == "DELETE":
+            return self._end_session(request)
+        if request.method != "POST":
+            # GET would open a server-to-client stream; we push nothing, and every client tried accepts 405.
+            return _plain(405, "Method Not Allowed: no server-initiated stream is offered", {"Allow": "POST, DELETE"})
+        if (refusal := self._precheck_post(request)) is not None:
+            return refusal
+        try:
+            body = self._read_json(request)
+        except RequestEntityTooLarge:
+            return _plain(413, f"Request body too large (limit {self.settings.max_body_bytes} bytes)")
+        except RpcError as err:
+            return _json_response(_error_body(None, err), 400)
+        if isinstance(body, dict) and body.get("method") == "initialize" and "id" in body:
+            return self._initialize(body)
+        session_id = request.headers.get(SESSION_HEADER)
+        if not session_id:
+            return _plain(400, f"Bad Request: missing {SESSION_HEADER} header (send initialize first)")
+        session = self.sessions.touch(session_id)
+        if session is None:
+            return _plain(404, "Not Found: unknown or expired session; initialize again")
+        version = version_header or DEFAULT_HANDSHAKE_VERSION
+        if isinstance(body, list):
+            if version != BATCH_VERSION:
+                err = RpcError(INVALID_REQUEST, f"Invalid request: JSON-RPC batches exist only in protocol version {BATCH_VERSION}, not {version}")
+                return _json_response(_error_body(None, err), 400)
+            return self._batch(body, session.protocol_version)
+        reply = self._handshake_message(body, session.protocol_version)
+        if reply is None:
+            return Response(status=202)
+        status = 400 if "error" in reply and reply["error"]["code"] in (PARSE_ERROR, INVALID_REQUEST) else 200
+        return _json_response(reply, status)
+
+    def _initialize(self, body: dict) -> Response:
+        request_id = body.get("id")
+        params = body.get("params")
+        try:
+            parsed = mcp_types.InitializeRequestParams.model_validate(params)
+        except ValidationError as exc:
+            err = RpcError(INVALID_PARAMS, f"Invalid initialize params: {_first_error(exc)}")
+            return _json_response(_error_body(request_id, err), 400)
+        requested = parsed.protocol_version
+        negotiated = requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+        session = self.sessions.create(negotiated)
+        result = {
+            "protocolVersion": negotiated,
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": self.server_info,
+        }
+        result = self._serialise("initialize", negotiated, result)
+        return _json_response({"jsonrpc": "2.0", "id": request_id, "result": result}, headers={SESSION_HEADER: session.id})
+
+    def _end_session(self, request: Request) -> Response:
+        session_id = request.headers.get(SESSION_HEADER)
+        if not session_id:
+            return _plain(400, f"Bad Request: missing {SESSION_HEADER} header")
+        if not self.sessions.end(session_id):
+            return _plain(404, "Not Found: unknown or expired session")
+        return Response(status=204)
+
+    def _batch(self, items: list, version: str) -> Response:
+        if not items:
+            return _json_response(_error_body(None, RpcError(INVALID_REQUEST, "Invalid request: empty batch")), 400)
+        replies = [r for r in (self._handshake_message(item, version, in_batch=True) for item in items) if r is not None]
+        return _json_response(replies) if replies else Response(status=202)
+
+    def _handshake_message(self, message: Any, version: str, in_batch: bool = False) -> dict | None:
+        """Answer one JSON-RPC message; None for notifications and client responses (202)."""
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            return _error_body(None, RpcError(INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message"))
+        if "method" not in message:
+            return None  # a response to a server request; we send none, so there is nothing to match it to
+        if "id" not in message:
+            return None  # notification (notifications/initialized, cancelled, ...): accepted
+        request_id = message["id"]
+        method = message.get("method")
+        if not isinstance(method, str) or not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+            return _error_body(None, RpcError(INVALID_REQUEST, "Invalid request: method must be a string, id a string or integer"))
+        if method == "initialize":
+            reason = "initialize may not be batched" if in_batch else "the session is already initialized"
+            return _error_body(request_id, RpcError(INVALID_REQUEST, f"Invalid request: {reason}"))
+        try:
+            result = self._serialise(method, version, self._dispatch(method, message.get("params"), version, modern=False))
+        except RpcError as err:
+            return _error_body(request_id, err)
+        return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+    # -- methods, shared by both eras ---------------------------------------------------------------------------
+
+    def _dispatch(self, method: str, params: Any, version: str, modern: bool) -> dict:
+        if params is not None and not isinstance(params, dict):
+            raise RpcError(INVALID_PARAMS, "Invalid params: params must be an object")
+        params = params or {}
+        if method == "tools/list":
+            result: dict = {"tools": self.registry.listing()}
+            if modern:
+                result.update(ttlMs=TOOL_LIST_TTL_MS, cacheScope="public")
+            return result
+        if method == "tools/call":
+            return self._call_tool(params, version)
+        if method == "ping" and not modern:
+            return {}
+        if method == "server/discover" and modern:
+            return {
+                "supportedVersions": list(MODERN_PROTOCOL_VERSIONS),
+                "capabilities": {"tools": {"listChanged": False}},
+                "ttlMs": TOOL_LIST_TTL_MS,
+                "cacheScope": "public",
+            }
+        raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", data=method)
+
+    def _call_tool(self, params: dict, version: str) -> dict:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise RpcError(INVALID_PARAMS, "Invalid params: name must be a string (the tool to call)")
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        ctx = CallContext(structured=meta.get(STRUCTURED_META_KEY) is True, protocol_version=version)
+        try:
+            result = self.registry.call(name, params.get("arguments"), ctx)
+        except UnknownTool:
+            raise RpcError(INVALID_PARAMS, f"Unknown tool: {name} (this server has: {', '.join(t['name'] for t in self.registry.listing())})") from None
+        except ToolArgumentsError as exc:
+            # An input validation error is a tool execution error, so the model can correct itself
+            # (spec 2025-11-25 changelog, SEP-1303), not a protocol error.
+            result = ToolResult(text=f"invalid arguments for {name}: {exc}", data={"error": str(exc)}, is_error=True)
+        return self._tool_result(result, ctx)
+
+    @staticmethod
+    def _tool_result(result: ToolResult, ctx: CallContext) -> dict:
+        body: dict[str, Any] = {"content": [{"type": "text", "text": result.text}], "isError": result.is_error}
+        if ctx.structured:
+            body["structuredContent"] = result.data
+        return body
+
+    @staticmethod
+    def _serialise(method: str, version: str, result: dict) -> dict:
+        """Validate and shape a result with the SDK's per-version types; a mismatch is our bug, so it is logged."""
+        try:
+            return mcp_methods.serialize_server_result(method, version, result)
+        except ValidationError:
+            log.exception("result of %s does not match the %s schema", method, version)
+            raise RpcError(INTERNAL_ERROR, "Internal error: the server produced an invalid result") from None
+        except (KeyError, ValueError):
+            return result  # a method the SDK's table does not know for this version: sent as built
+
+
+def _first_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "params"
+    return f"{where}: {first.get('msg', 'invalid')}"

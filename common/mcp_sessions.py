@@ -1,0 +1,65 @@
+"""Handshake-era MCP sessions: a bounded table with idle expiry.
+
+Claude Code reconnects every turn and never sends DELETE (FACTS.md), so every turn mints a session; without a
+TTL and a cap the table would grow forever. An expired or evicted id is simply unknown: the transport answers
+404 and the client initializes again, as the spec intends.
+"""
+
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass
+class Session:
+    id: str
+    protocol_version: str
+    last_used: float
+
+
+class SessionTable:
+    def __init__(self, ttl: float, cap: int, clock: Callable[[], float] = time.monotonic):
+        self.ttl = ttl
+        self.cap = cap
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._sessions: "OrderedDict[str, Session]" = OrderedDict()
+
+    def create(self, protocol_version: str) -> Session:
+        session = Session(secrets.token_hex(16), protocol_version, self._clock())
+        with self._lock:
+            self._expire_locked()
+            self._sessions[session.id] = session
+            while len(self._sessions) > self.cap:
+                self._sessions.popitem(last=False)  # least recently used first
+        return session
+
+    def touch(self, session_id: str) -> Session | None:
+        """The live session with that id (marking it used), or None if unknown or expired."""
+        with self._lock:
+            self._expire_locked()
+            session = self._sessions.get(session_id)
+            if session is not None:
+                session.last_used = self._clock()
+                self._sessions.move_to_end(session_id)
+            return session
+
+    def end(self, session_id: str) -> bool:
+        with self._lock:
+            return self._sessions.pop(session_id, None) is not None
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._sessions)
+
+    def _expire_locked(self) -> None:
+        horizon = self._clock() - self.ttl
+        # Ordered by last use, so the idle ones are at the front.
+        while self._sessions:
+            oldest = next(iter(self._sessions.values()))
+            if oldest.last_used >= horizon:
+                break
+            self._sessions.popitem(last=False)

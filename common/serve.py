@@ -1,0 +1,129 @@
+"""Serving a daemon's WSGI app with waitress: bind, announce readiness, stop cleanly on SIGTERM/SIGINT.
+
+Readiness is announced three ways once the socket is bound: a log line with the URL, the optional ready file
+(JSON {url, pid}, written atomically; tests and scripts wait on it, which is how port 0 works), and
+sd_notify READY=1 when systemd gave us NOTIFY_SOCKET (Type=notify).
+"""
+
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+from pathlib import Path
+from typing import Callable
+
+from waitress.server import create_server
+
+from common.config import ServerSettings
+from common.http_guard import is_loopback_address
+
+log = logging.getLogger(__name__)
+
+
+class UnsafeBind(ValueError):
+    """Refusal to listen beyond loopback without a bearer token."""
+
+
+def sd_notify(message: str) -> bool:
+    """Send one datagram to systemd's NOTIFY_SOCKET; False when not under systemd (the protocol is that small)."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return False
+    if address.startswith("@"):  # abstract namespace socket
+        address = "\0" + address[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+            sock.sendto(message.encode(), address)
+        return True
+    except OSError as exc:
+        log.warning("sd_notify(%s) failed: %s", message, exc)
+        return False
+
+
+def check_bind_is_safe(settings: ServerSettings) -> None:
+    if not is_loopback_address(settings.host) and settings.token_file is None:
+        raise UnsafeBind(
+            f"--host {settings.host} is not a loopback address: refusing to listen without --token-file "
+            "(anyone who can reach the port could run commands as this user)"
+        )
+
+
+def write_ready_file(path: Path, url: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump({"url": url, "pid": os.getpid()}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/mcp"
+
+
+class _Stopper:
+    """First SIGTERM/SIGINT: run on_stop in a thread while still serving (so waiting callers get their answer),
+    then interrupt the main loop. A second signal, or the stopper's own nudge, leaves the loop at once."""
+
+    def __init__(self, on_stop: Callable[[], None]):
+        self.on_stop = on_stop
+        self.stopping = False
+        self.finished = threading.Event()
+
+    def handle(self, signum, frame):
+        if self.stopping:
+            raise SystemExit(0)
+        self.stopping = True
+        log.info("received %s: stopping", signal.Signals(signum).name)
+        sd_notify("STOPPING=1")
+        threading.Thread(target=self._run, name="stopper", daemon=True).start()
+
+    def _run(self):
+        try:
+            self.on_stop()
+        except Exception:
+            log.exception("error while stopping")
+        finally:
+            self.finished.set()
+            os.kill(os.getpid(), signal.SIGTERM)  # wakes the main loop's select with EINTR
+
+
+def serve_daemon(app, settings: ServerSettings, *, on_stop: Callable[[], None]) -> None:
+    """Serve `app` until SIGTERM/SIGINT; then call on_stop(), stop serving and return."""
+    check_bind_is_safe(settings)
+    server = create_server(
+        app,
+        host=settings.host,
+        port=settings.port,
+        threads=settings.threads,
+        connection_limit=settings.connection_limit,
+        channel_timeout=settings.channel_timeout,
+        max_request_body_size=settings.max_body_bytes + 1,  # our app answers 413 itself, with a clear text
+        ident="hive",
+        clear_untrusted_proxy_headers=True,
+    )
+    url = _url(settings.host, server.effective_port)
+    stopper = _Stopper(on_stop)
+    previous = {s: signal.signal(s, stopper.handle) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        log.info("serving MCP on %s", url)
+        if settings.ready_file:
+            write_ready_file(Path(settings.ready_file), url)
+        sd_notify("READY=1")
+        try:
+            server.run()
+        except SystemExit:
+            pass
+        if not stopper.stopping:  # the loop ended for another reason: still stop what we run
+            stopper.stopping = True
+            threading.Thread(target=stopper._run, daemon=True).start()
+        stopper.finished.wait()
+    finally:
+        server.close()
+        server.task_dispatcher.shutdown(cancel_pending=True, timeout=2)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
