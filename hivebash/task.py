@@ -1,0 +1,170 @@
+"""A bash task's record, its result and its states: the transition table and the one guarded transition.
+
+Nothing here does I/O. The record (what was asked: command, cwd, timeout, process ids) and the result
+(what happened: exit code, signal, duration, rusage) are kept apart, as pueue does, so a result is only
+ever attached once, by the transition into a terminal state.
+
+    pending  -> running | killed            (kill before start cancels it)
+    running  -> done | timed_out | killed
+    pending, running -> interrupted          (found so on disk when the daemon starts, or at shutdown)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+from dataclasses import dataclass, field
+from typing import Any
+
+PENDING = "pending"
+RUNNING = "running"
+DONE = "done"
+TIMED_OUT = "timed_out"
+KILLED = "killed"
+INTERRUPTED = "interrupted"
+
+STATES = frozenset({PENDING, RUNNING, DONE, TIMED_OUT, KILLED, INTERRUPTED})
+ACTIVE = frozenset({PENDING, RUNNING})
+TERMINAL = STATES - ACTIVE
+# Display and filter order (the `list` tool's enum keeps this order).
+STATE_ORDER = (PENDING, RUNNING, DONE, TIMED_OUT, KILLED, INTERRUPTED)
+
+TRANSITIONS: dict[str, frozenset[str]] = {
+    PENDING: frozenset({RUNNING, KILLED, INTERRUPTED}),
+    RUNNING: frozenset({DONE, TIMED_OUT, KILLED, INTERRUPTED}),
+    DONE: frozenset(),
+    TIMED_OUT: frozenset(),
+    KILLED: frozenset(),
+    INTERRUPTED: frozenset(),
+}
+
+
+class BadTransition(RuntimeError):
+    """An edge not in TRANSITIONS was asked for: a bug in the caller, never a user error."""
+
+
+@dataclass
+class Rusage:
+    """What `wait4` reported for the task's leader (and the descendants it reaped itself)."""
+
+    cpu_user: float
+    cpu_system: float
+    max_rss_bytes: int
+
+    @property
+    def cpu_seconds(self) -> float:
+        return self.cpu_user + self.cpu_system
+
+
+@dataclass
+class TaskResult:
+    """How a task ended. `exit_code` follows the shell's convention: a death by signal N is 128+N
+    with `signal` naming it, so the number means the same as `$?` would in bash."""
+
+    ended_at: float  # wall clock (epoch seconds), for humans and retention
+    duration: float | None  # seconds from spawn to exit (monotonic); None when never started or unknown
+    exit_code: int | None = None
+    signal: str | None = None
+    rusage: Rusage | None = None
+    note: str | None = None  # why it ended the way it did, in a few words (kill, timeout, restart)
+
+
+@dataclass
+class Task:
+    """What was asked and where it runs. `marker` is `<id>:<nonce>`, set in the task's environment as
+    HIVE_BASH_TASK so its processes can be recognised later, even after a daemon restart."""
+
+    id: str
+    cmd: str
+    cwd: str
+    marker: str
+    seq: int  # submission order; the pending queue and `list` sort by it
+    submitted_at: float  # wall clock
+    timeout_secs: float | None = None
+    state: str = PENDING
+    pid: int | None = None  # the leader (bash); also the process group and session id
+    pid_create_time: float | None = None  # psutil's create_time of the leader: identity beyond the pid
+    started_at: float | None = None  # wall clock
+    result: TaskResult | None = None
+    kill_signal: str | None = None  # set when a kill was asked while running: the end counts as killed
+    timed_out: bool = False  # set when the deadline passed: the end counts as timed_out
+    # Runtime-only (not persisted): monotonic start, for live durations.
+    started_mono: float | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    @property
+    def pgid(self) -> int | None:
+        """start_new_session makes the leader its own session and group: pgid == sid == pid."""
+        return self.pid
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data.pop("started_mono", None)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Task":
+        """Rebuild a record written by `to_dict`; unknown keys (from a newer version) are ignored."""
+        names = {f.name for f in dataclasses.fields(cls)} - {"started_mono", "result"}
+        task = cls(**{k: v for k, v in data.items() if k in names})
+        if task.state not in STATES:
+            raise ValueError(f"state: unknown task state {task.state!r}")
+        raw = data.get("result")
+        if raw is not None:
+            usage = raw.get("rusage")
+            rnames = {f.name for f in dataclasses.fields(TaskResult)} - {"rusage"}
+            task.result = TaskResult(**{k: v for k, v in raw.items() if k in rnames})
+            if usage is not None:
+                task.result.rusage = Rusage(**usage)
+        return task
+
+
+def transition(task: Task, new_state: str, result: TaskResult | None = None) -> None:
+    """Move `task` to `new_state` if the table allows it; a terminal state must come with its result.
+
+    The caller holds the engine's lock and notifies waiters afterwards; this function only guards the edge.
+    """
+    allowed = TRANSITIONS.get(task.state, frozenset())
+    if new_state not in allowed:
+        raise BadTransition(f"task {task.id}: {task.state} -> {new_state} is not an allowed transition")
+    if new_state in TERMINAL:
+        if result is None:
+            raise BadTransition(f"task {task.id}: {new_state} needs a result")
+        task.result = result
+    elif result is not None:
+        raise BadTransition(f"task {task.id}: {new_state} is not terminal and takes no result")
+    task.state = new_state
+
+
+def exit_status(status: int) -> tuple[int, str | None]:
+    """Turn a raw wait status into (exit code, signal name): a signal death N becomes 128+N, as bash says."""
+    if os.WIFSIGNALED(status):
+        signum = os.WTERMSIG(status)
+        return 128 + signum, signal_name(signum)
+    return os.WEXITSTATUS(status), None
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"SIG{signum}"
+
+
+def end_state(task: Task, signalled: str | None) -> tuple[str, str | None]:
+    """The terminal state of a task whose leader has exited, and a note saying why.
+
+    A kill or a timeout that we asked for decides the state whatever the exit code (the process may trap
+    the signal and exit 0); otherwise it is `done`, a death by a signal we did not send included.
+    """
+    if task.timed_out:
+        return TIMED_OUT, f"timed out after {task.timeout_secs:g}s"
+    if task.kill_signal:
+        return KILLED, f"killed by request ({task.kill_signal})"
+    if signalled:
+        return DONE, f"died of {signalled}"
+    return DONE, None
