@@ -1,0 +1,86 @@
+"""Records on disk (atomic, 0600/0700, recoverable) and output tails (cheap, character-safe, binary-safe)."""
+
+import json
+import os
+import stat
+
+import pytest
+
+from hivebash import task as t
+from hivebash.store import TaskStore, read_tail
+
+
+def make(task_id="a", seq=1):
+    return t.Task(id=task_id, cmd="echo hi", cwd="/", marker=f"{task_id}:n", seq=seq, submitted_at=100.0 + seq)
+
+
+def test_dirs_0700_files_0600_and_atomic_records(tmp_path):
+    store = TaskStore(tmp_path / "state")
+    store.prepare("a")
+    store.save(make())
+    assert stat.S_IMODE(os.stat(store.dir).st_mode) == 0o700
+    for kind in ("out", "err", "json"):
+        assert stat.S_IMODE(os.stat(store.path("a", kind)).st_mode) == 0o600
+    assert sorted(p.name for p in store.dir.iterdir()) == ["a.err", "a.json", "a.out"]  # no temp left behind
+    assert json.loads(store.path("a", "json").read_text())["state"] == "pending"
+
+
+def test_load_all_orders_by_submission_and_skips_bad_records(tmp_path):
+    store = TaskStore(tmp_path)
+    store.save(make("b", 2))
+    store.save(make("a", 1))
+    (store.dir / "c.json").write_text("{torn")
+    (store.dir / "d.json").write_text(json.dumps(make("e").to_dict()))  # id does not match file name
+    (store.dir / ".a.json.tmp").write_text("half")
+    assert [x.id for x in store.load_all()] == ["a", "b"]
+    assert not (store.dir / ".a.json.tmp").exists()
+    assert (store.dir / "c.json").exists()  # kept for the operator
+
+
+def test_ids_are_checked_before_touching_paths(tmp_path):
+    store = TaskStore(tmp_path)
+    for bad in ("..", "../x", "A", "a/b", "x" * 64, ""):
+        with pytest.raises(ValueError):
+            store.path(bad, "out")
+
+
+def test_prepare_replaces_old_files_and_old_writers_keep_their_own_file(tmp_path):
+    store = TaskStore(tmp_path)
+    store.prepare("a")
+    out, err = store.open_outputs("a")
+    os.write(out, b"old run\n")
+    store.prepare("a")  # name reused
+    os.write(out, b"still the old file\n")
+    os.close(out), os.close(err)
+    assert store.path("a", "out").read_bytes() == b""
+
+
+def test_tail_of_huge_sparse_file_reads_only_the_end(tmp_path):
+    path = tmp_path / "big.out"
+    with open(path, "wb") as f:
+        f.truncate(8 * 1024**3)  # 8 GiB, sparse: costs nothing on disk
+        f.seek(0, 2)
+        f.write(b"the end\n")
+    tail = read_tail(path, 4096)
+    assert tail.text.endswith("the end\n")
+    assert tail.size == 8 * 1024**3 + 8 and tail.shown == 4096 and tail.elided == tail.size - 4096
+
+
+def test_tail_cuts_at_a_character_boundary(tmp_path):
+    path = tmp_path / "u.out"
+    path.write_bytes(("é" * 3000).encode())  # 2 bytes each
+    tail = read_tail(path, 4095)
+    assert tail.text == "é" * 2047 and tail.shown == 4094 and tail.elided == 6000 - 4094
+
+
+def test_tail_of_binary_output_is_safe_text(tmp_path):
+    path = tmp_path / "b.out"
+    path.write_bytes(b"ok\n\x00\x01\xff\xfe\x1b[31mred\tx\r\n")
+    text = read_tail(path, 4096).text
+    assert text == "ok\n\\x00\\x01\\xff\\xfe\\x1b[31mred\tx\r\n"
+    json.dumps(text)  # representable
+
+
+def test_missing_output_is_empty(tmp_path):
+    tail = read_tail(tmp_path / "nope", 10)
+    assert (tail.text, tail.size, tail.elided) == ("", 0, 0)
