@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import click
+
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
-class TokenFileError(ValueError):
-    """The token file is missing, unreadable, empty or open to other users."""
+class TokenFileError(click.ClickException):
+    """The token file is missing, unreadable, empty or open to other users (click prints it, exit 1)."""
 
 
 def is_loopback_address(host: str) -> bool:

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
+import click
 from waitress.server import create_server
 
 from common.config import ServerSettings
@@ -22,8 +23,8 @@ from common.http_guard import is_loopback_address
 log = logging.getLogger(__name__)
 
 
-class UnsafeBind(ValueError):
-    """Refusal to listen beyond loopback without a bearer token."""
+class UnsafeBind(click.ClickException):
+    """Refusal to listen beyond loopback without a bearer token (click prints it, exit 1)."""
 
 
 def sd_notify(message: str) -> bool:
@@ -92,20 +93,27 @@ class _Stopper:
             os.kill(os.getpid(), signal.SIGTERM)  # wakes the main loop's select with EINTR
 
 
-def serve_daemon(app, settings: ServerSettings, *, on_stop: Callable[[], None]) -> None:
-    """Serve `app` until SIGTERM/SIGINT; then call on_stop(), stop serving and return."""
-    check_bind_is_safe(settings)
-    server = create_server(
+def _create_server(app, settings: ServerSettings):
+    return create_server(
         app,
         host=settings.host,
         port=settings.port,
         threads=settings.threads,
         connection_limit=settings.connection_limit,
         channel_timeout=settings.channel_timeout,
-        max_request_body_size=settings.max_body_bytes + 1,  # our app answers 413 itself, with a clear text
+        max_request_body_size=settings.max_body_bytes,  # waitress answers 413 before buffering more
         ident="hive",
         clear_untrusted_proxy_headers=True,
     )
+
+
+def serve_daemon(app, settings: ServerSettings, *, on_stop: Callable[[], None]) -> None:
+    """Serve `app` until SIGTERM/SIGINT; then call on_stop(), stop serving and return."""
+    check_bind_is_safe(settings)
+    try:
+        server = _create_server(app, settings)
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}") from None
     url = _url(settings.host, server.effective_port)
     stopper = _Stopper(on_stop)
     previous = {s: signal.signal(s, stopper.handle) for s in (signal.SIGTERM, signal.SIGINT)}

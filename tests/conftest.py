@@ -1,0 +1,32 @@
+"""Shared fixtures; the helpers behind them live in tests/daemon_harness.py."""
+
+import signal
+import sys
+
+import pytest
+
+from daemon_harness import ECHO_SERVER, DaemonProcess, start_daemon
+
+
+@pytest.fixture
+def daemon_factory(tmp_path):
+    """start(argv, env=None) -> DaemonProcess; every daemon started is stopped at teardown."""
+    started: list[DaemonProcess] = []
+
+    def start(argv, env=None, workdir=None):
+        d = start_daemon(argv, workdir or tmp_path, env)
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        if d.proc.poll() is None:
+            d.stop(signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def echo_daemon(tmp_path_factory):
+    """The transport serving the test-only echo tool set (tests/common/echo_server.py), shared by a session."""
+    d = start_daemon([sys.executable, str(ECHO_SERVER)], tmp_path_factory.mktemp("echo"))
+    yield d
+    d.stop()
