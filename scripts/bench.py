@@ -1,0 +1,59 @@
+"""The benchmark runner: each area's benchmarks live in scripts/bench_<area>.py as BENCHMARKS = [functions].
+
+Every figure is printed beside a baseline measured in the same run on the same machine (these machines are
+noisy, so absolute numbers alone mean little): the ratio is what a target is checked against.
+"""
+
+import argparse
+import importlib
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench_support import BenchContext, Row, format_table  # noqa: E402
+
+AREAS = ["transport", "bash", "loose_ends", "subagent"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions and smaller scales")
+    parser.add_argument("--only", action="append", choices=AREAS, help="run only these areas (repeatable)")
+    parser.add_argument("--json", metavar="FILE", help="also write every figure to FILE as JSON")
+    args = parser.parse_args()
+    rows: list[Row] = []
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="hive-bench-", dir="/tmp") as tmp:
+        ctx = BenchContext(quick=args.quick, workdir=Path(tmp))
+        for area in args.only or AREAS:
+            try:
+                module = importlib.import_module(f"bench_{area}")
+            except ModuleNotFoundError as exc:
+                print(f"[{area}] not available: {exc}", file=sys.stderr)
+                continue
+            for bench in module.BENCHMARKS:
+                print(f"[{area}] {bench.__name__} ...", file=sys.stderr, flush=True)
+                try:
+                    new_rows = bench(ctx)
+                except Exception as exc:  # one broken benchmark must not hide the others' figures
+                    new_rows = [Row(area, bench.__name__, "error", note=f"{type(exc).__name__}: {exc}")]
+                for row in new_rows:
+                    row.area = area
+                    print("    " + row.one_line(), file=sys.stderr, flush=True)
+                rows.extend(new_rows)
+    print(format_table(rows))
+    print(f"\n{len(rows)} figures in {time.monotonic() - started:.0f} s on {platform.node()} "
+          f"({platform.processor() or platform.machine()}, Python {platform.python_version()})")
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.as_dict() for r in rows], indent=2))
+    return 1 if any(r.ok is False for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

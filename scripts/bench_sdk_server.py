@@ -1,0 +1,40 @@
+"""Baseline for the transport benchmark: the official SDK's own streamable-HTTP server with the same echo tool.
+
+Run as `python scripts/bench_sdk_server.py --port 0 --ready-file F`, like our daemons, under uvicorn.
+"""
+
+import argparse
+import json
+import os
+import socket
+
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("sdk-echo")
+
+
+@app.tool()
+def echo(text: str, times: int = 1) -> str:
+    """Echo the text back, optionally repeated."""
+    return text * times
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--ready-file", required=True)
+    args = parser.parse_args()
+    # uvicorn binds by itself (handing it a pre-bound socket loses its TCP_NODELAY set-up and costs a
+    # 40 ms delayed-ACK stall per call, an unfair baseline); a free port is picked first.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", args.port))
+        port = probe.getsockname()[1]
+    with open(args.ready_file + ".tmp", "w") as fh:
+        json.dump({"url": f"http://127.0.0.1:{port}/mcp", "pid": os.getpid()}, fh)
+    os.replace(args.ready_file + ".tmp", args.ready_file)
+    uvicorn.run(app.streamable_http_app(json_response=True), host="127.0.0.1", port=port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

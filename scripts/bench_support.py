@@ -1,0 +1,149 @@
+"""What every benchmark module shares: the result row, timing helpers, the table, starting a daemon."""
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+VENV_BIN = REPO / ".venv" / "bin"
+
+
+@dataclass
+class BenchContext:
+    quick: bool
+    workdir: Path
+
+    def reps(self, full: int, quick: int) -> int:
+        return quick if self.quick else full
+
+
+@dataclass
+class Row:
+    area: str
+    name: str
+    unit: str
+    median: float | None = None
+    p99: float | None = None
+    n: int = 0
+    baseline: str = ""
+    baseline_median: float | None = None
+    target: str = ""
+    ok: bool | None = None
+    note: str = ""
+    ratio: float | None = field(default=None)
+
+    def __post_init__(self):
+        if self.ratio is None and self.median is not None and self.baseline_median:
+            self.ratio = self.median / self.baseline_median
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def one_line(self) -> str:
+        parts = [self.name, _fmt(self.median, self.unit)]
+        if self.baseline_median is not None:
+            parts.append(f"vs {self.baseline} {_fmt(self.baseline_median, self.unit)}")
+        if self.ratio is not None:
+            parts.append(f"ratio {self.ratio:.2f}")
+        if self.ok is not None:
+            parts.append("OK" if self.ok else "MISSED")
+        return "  ".join(parts)
+
+
+def _fmt(value, unit) -> str:
+    if value is None:
+        return "-"
+    if unit == "ms":
+        return f"{value:.3f} ms" if value < 10 else f"{value:.1f} ms"
+    if unit in ("/s", "calls/s", "tasks/s"):
+        return f"{value:,.0f} {unit}"
+    return f"{value:,.2f} {unit}"
+
+
+def format_table(rows: list[Row]) -> str:
+    head = ["area", "benchmark", "median", "p99", "n", "baseline", "baseline median", "ratio", "target", "verdict"]
+    body = [[r.area, r.name, _fmt(r.median, r.unit), _fmt(r.p99, r.unit), str(r.n or ""), r.baseline,
+             _fmt(r.baseline_median, r.unit), f"{r.ratio:.2f}" if r.ratio is not None else "", r.target,
+             {True: "ok", False: "MISSED", None: ""}[r.ok] + (f" ({r.note})" if r.note else "")] for r in rows]
+    widths = [max(len(x) for x in col) for col in zip(head, *body)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths))  # noqa: E731
+    return "\n".join([line(head), line(["-" * w for w in widths])] + [line(b) for b in body])
+
+
+def percentiles(samples_s: list[float]) -> tuple[float, float]:
+    """(median, p99) of durations in seconds, returned in milliseconds."""
+    ordered = sorted(samples_s)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return statistics.median(ordered) * 1000, p99 * 1000
+
+
+def timed(fn, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+class Daemon:
+    """A daemon started on port 0 for a benchmark; stopped with SIGTERM on exit."""
+
+    def __init__(self, argv: list[str], workdir: Path, env: dict | None = None):
+        workdir.mkdir(parents=True, exist_ok=True)
+        ready = workdir / "ready.json"
+        self.log = open(workdir / "daemon.log", "wb")
+        self.proc = subprocess.Popen([*argv, "--port", "0", "--ready-file", str(ready)], stdout=self.log,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir,
+                                     env=dict(os.environ, **(env or {})))
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{argv[0]} did not start; see {workdir / 'daemon.log'}")
+            time.sleep(0.02)
+        self.url = json.loads(ready.read_text())["url"]
+        self.port = int(self.url.rsplit(":", 1)[1].split("/")[0])
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+class McpConnection:
+    """One keep-alive HTTP connection speaking 2026-07-28 tools/call: measures the server, not a client library."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1"):
+        import http.client
+
+        self.conn = http.client.HTTPConnection(host, port, timeout=120)
+        self.meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
+                     "hive/structured": True}
+        self.next_id = 0
+
+    def call(self, name: str, arguments: dict) -> dict:
+        self.next_id += 1
+        body = json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
+                           "params": {"name": name, "arguments": arguments, "_meta": self.meta}})
+        self.conn.request("POST", "/mcp", body=body, headers={
+            "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name})
+        response = self.conn.getresponse()
+        payload = json.loads(response.read())
+        if "error" in payload:
+            raise RuntimeError(f"{name}: {payload['error']}")
+        return payload["result"]
+
+    def close(self):
+        self.conn.close()
