@@ -85,6 +85,11 @@ class SubagentSettings(ServerSettings):
     max_running: int = knob(4, "count", "Sessions running at once; a start past this is refused (each is a full claude).")
     turn_timeout: float | None = knob(None, "seconds", "Wall-clock limit of one turn (SIGINT, then SIGKILL). Unset: none.")
     kill_grace: float = knob(5.0, "seconds", "After a soft interrupt or turn timeout, wait this long before SIGKILL.")
+    confirm_wait: float = knob(
+        0.2, "seconds", "start/continue wait at most this long for claude's init line or an early exit before answering "
+        "'running' (a start must answer within 300 ms of the spawn; claude's init takes ~0.25 s)."
+    )
+    result_chars: int = knob(1500, "characters", "How much of a turn's result text status and the completion todo show.")
 
 
 def knob_fields(settings_cls: type) -> list[dataclasses.Field]:

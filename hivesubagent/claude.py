@@ -1,0 +1,239 @@
+"""Driving the `claude` CLI (2.1.328) for one turn: its command line, its environment, its output, its outcome.
+
+Nothing here keeps state across turns; the engine owns the turn, this module knows claude.
+
+Output: `--output-format stream-json --verbose`. Its lines arrive as they happen: `system/init` carries the
+session id early, and the last line is the `result` object (outcome, result text, cumulative cost). Plain
+`json` would give only the final object, and nothing at all for an interrupted turn.
+
+Why claude's stdout is a pipe read by a thread of ours, not a file: the events are wanted the moment they
+happen (the init line answers "is it running, under which session id"; the result line ends the turn), and a
+thread blocked in readline() gets them with no polling, where a file would have to be polled. The
+reader consumes everything claude writes, so claude never blocks on a full pipe, and it keeps only what the
+turn needs (the init facts, the last text, the result object), not the stream. If the daemon dies, claude's
+next write fails instead of the turn running on unobserved: the same "a restart stops what is running" the
+unit's cgroup gives under systemd. Turn completion never depends on the pipe's EOF (a grandchild that escaped
+the group could hold it open): the engine watches the process exit itself and gives the reader a bounded
+time to drain. stderr goes to an unlinked temporary file (no pipe to drain, nothing left on disk) and only
+its tail is read, for the error message of a turn that failed without a result.
+
+stdin: the prompt is written to an unlinked temporary file and given as stdin, so claude reads it and then
+hits EOF (`-p` waits forever for EOF otherwise), and a prompt larger than a pipe buffer cannot block us.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Iterable, Mapping
+
+START_NUDGE = "Carry out your instructions."
+
+# Always on (the seed): no permission prompts a headless run could never answer, and no MCP servers from
+# any config file: the subagent gets exactly claude's built-in tools. A safety property, not a knob.
+ALWAYS_FLAGS = ("--dangerously-skip-permissions", "--strict-mcp-config")
+OUTPUT_FLAGS = ("--output-format", "stream-json", "--verbose")
+
+
+def start_argv(claude_bin: str, name: str, session_id: str, prompt_file: str, model: str | None) -> list[str]:
+    """A fresh session. `--session-id` is ours (a new uuid4), so the id and transcript path are known before
+    claude writes a byte; `--name` makes `name` claude's own session title (its custom-title entries)."""
+    argv = [claude_bin, "-p", "--name", name, "--session-id", session_id, "--append-system-prompt-file", prompt_file]
+    if model:
+        argv += ["--model", model]
+    return argv + [*ALWAYS_FLAGS, *OUTPUT_FLAGS]
+
+
+def continue_argv(claude_bin: str, session_id: str, model: str | None) -> list[str]:
+    """A new turn of an existing session, resumed by id (a name look-up by claude would depend on its cwd and
+    fail on two transcripts with one title; we resolved the name already)."""
+    argv = [claude_bin, "-p", "--resume", session_id]
+    if model:
+        argv += ["--model", model]
+    return argv + [*ALWAYS_FLAGS, *OUTPUT_FLAGS]
+
+
+def parse_extra_env(entries: Iterable[str]) -> dict[str, str]:
+    """`KEY=VALUE` strings to a dict; raises ValueError naming a bad entry."""
+    out: dict[str, str] = {}
+    for entry in entries:
+        key, sep, value = entry.partition("=")
+        if not sep or not key or "\0" in entry or not key.replace("_", "a").isalnum():
+            raise ValueError(f"extra_env: {entry!r} is not KEY=VALUE (KEY of letters, digits and '_')")
+        out[key] = value
+    return out
+
+
+def child_env(base: Mapping[str, str], extra: Mapping[str, str], workdir: Path) -> dict[str, str]:
+    """The daemon's environment, the configured extras on top, and PWD matching the working directory."""
+    env = dict(base)
+    env.update(extra)
+    env["PWD"] = str(workdir)
+    return env
+
+
+def spawn(argv: list[str], cwd: Path, env: Mapping[str, str], prompt: str, state_dir: Path, pass_fds: tuple[int, ...] = ()) -> "Spawned":
+    """Start claude in its own session (process group = its pid), prompt on stdin then EOF.
+
+    `start_new_session=True`, never preexec_fn (unsafe with threads). Raises OSError if the program cannot
+    be executed (Popen reports exec failures from the child)."""
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    stdin = tempfile.TemporaryFile(dir=state_dir)
+    stderr = tempfile.TemporaryFile(dir=state_dir)
+    try:
+        stdin.write(prompt.encode("utf-8"))
+        stdin.seek(0)
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=pass_fds,
+        )
+    except BaseException:
+        stderr.close()
+        raise
+    finally:
+        stdin.close()
+    return Spawned(proc=proc, pgid=proc.pid, stderr=stderr)
+
+
+@dataclass
+class Spawned:
+    """One running claude: the Popen, its process group (its own pid: it leads a new session), its stderr."""
+
+    proc: subprocess.Popen
+    pgid: int
+    stderr: IO[bytes]
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        try:
+            size = os.fstat(self.stderr.fileno()).st_size
+            self.stderr.seek(max(0, size - limit))
+            return self.stderr.read().decode("utf-8", "replace").strip()
+        except (OSError, ValueError):
+            return ""
+
+    def close(self) -> None:
+        for f in (self.stderr, self.proc.stdout):
+            try:
+                if f is not None:
+                    f.close()
+            except OSError:
+                pass
+
+
+RESULT_KEEP = 64 * 1024  # characters of result text kept in memory; more is never shown
+
+
+@dataclass
+class StreamState:
+    """What claude's stream-json output has said so far in one turn."""
+
+    session_id: str | None = None
+    model: str | None = None
+    init_seen: bool = False
+    result: dict[str, Any] | None = None
+    last_text: str = ""
+    lines: int = 0
+    bad_lines: int = 0
+
+    def feed(self, raw: bytes) -> str | None:
+        """Take one output line; return the event kind worth waking someone for ("init", "result") or None."""
+        raw = raw.strip()
+        if not raw:
+            return None
+        self.lines += 1
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            self.bad_lines += 1  # a non-JSON line (a warning printed to stdout): not ours to judge
+            return None
+        if not isinstance(event, dict):
+            return None
+        kind = event.get("type")
+        if kind == "system" and event.get("subtype") == "init":
+            self.init_seen = True
+            self.session_id = event.get("session_id") or self.session_id
+            self.model = event.get("model") or self.model
+            return "init"
+        if kind == "assistant":
+            message = event.get("message") or {}
+            text = "".join(b.get("text", "") for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "text")
+            if text:
+                self.last_text = text[:RESULT_KEEP]
+            return None
+        if kind == "result":
+            if isinstance(event.get("result"), str) and len(event["result"]) > RESULT_KEEP:
+                event = {**event, "result": event["result"][:RESULT_KEEP]}
+            self.result = event
+            self.session_id = event.get("session_id") or self.session_id
+            return "result"
+        return None
+
+
+# The outcome of one turn. "interrupted" includes a turn that exited without a result (FACTS: SIGINT mid-turn
+# with stream-json may write none; SIGINT in the first second or a crash never does).
+OUTCOMES = ("completed", "error", "interrupted", "killed")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: str
+    detail: str
+    result_text: str = ""
+    exited_without_result: bool = False
+    returncode: int | None = None
+    cost_usd: float | None = None  # cumulative (claude's total_cost_usd), when the result says
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def signal_name(returncode: int | None) -> str | None:
+    if returncode is None or returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def classify(result: dict | None, returncode: int, sent: Mapping[str, str], stderr_tail: str = "", last_text: str = "") -> Outcome:
+    """Decide a finished turn's outcome from its result object (if any), exit status and the signals we sent.
+
+    `sent` maps signal name ("SIGINT", "SIGKILL") to why we sent it ("interrupt", "turn_timeout", ...)."""
+    died_by = signal_name(returncode)
+    why = ", ".join(f"{sig} ({reason})" for sig, reason in sent.items())
+    if result is not None:
+        text = str(result.get("result") or "")
+        cost = result.get("total_cost_usd") if isinstance(result.get("total_cost_usd"), (int, float)) else None
+        facts = {k: result.get(k) for k in ("subtype", "terminal_reason", "num_turns", "api_error_status") if result.get(k) is not None}
+        if not result.get("is_error") and result.get("subtype") == "success":
+            return Outcome("completed", "claude finished the turn", text, returncode=returncode, cost_usd=cost, extra=facts)
+        if "SIGKILL" in sent:
+            return Outcome("killed", f"stopped by {why}", text, returncode=returncode, cost_usd=cost, extra=facts)
+        if sent and (result.get("subtype") == "error_during_execution" or str(result.get("terminal_reason", "")).startswith("abort")):
+            return Outcome("interrupted", f"stopped by {why}", text or last_text, returncode=returncode, cost_usd=cost, extra=facts)
+        status = result.get("api_error_status")
+        detail = f"API error {status}" if status else f"claude reported an error ({result.get('subtype')})"
+        return Outcome("error", detail, text, returncode=returncode, cost_usd=cost, extra=facts)
+    # No result object at all.
+    if "SIGKILL" in sent:
+        return Outcome("killed", f"stopped by {why}; no result", last_text, True, returncode)
+    if died_by == "SIGKILL":
+        return Outcome("killed", "killed by SIGKILL (not sent by this daemon); no result", last_text, True, returncode)
+    if sent or died_by:
+        cause = f"stopped by {why}" if sent else f"died of {died_by}"
+        return Outcome("interrupted", f"{cause}; exited without a result", last_text, True, returncode)
+    if returncode == 0:
+        return Outcome("interrupted", "claude exited without a result", last_text, True, returncode)
+    detail = f"claude exited with status {returncode} without a result"
+    return Outcome("error", detail + (f": {stderr_tail}" if stderr_tail else ""), stderr_tail or last_text, True, returncode)
