@@ -116,9 +116,13 @@ class TaskStore:
 
     def save(self, task: Task) -> None:
         """Replace the task's record atomically: temp file, fsync, rename."""
-        final = self.path(task.id, "json")
+        self.save_dict(task.id, task.to_dict())
+
+    def save_dict(self, task_id: str, record: dict) -> None:
+        """`save` for a snapshot taken under the engine's lock (the write itself happens outside it)."""
+        final = self.path(task_id, "json")
         tmp = final.with_name(f".{final.name}{_TMP_SUFFIX}")
-        payload = json.dumps({"version": RECORD_VERSION, **task.to_dict()}, separators=(",", ":")).encode()
+        payload = json.dumps({"version": RECORD_VERSION, **record}, separators=(",", ":")).encode()
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
         try:
             os.write(fd, payload)

@@ -1,0 +1,450 @@
+"""One worker thread per task: spawn, wait, time out, signal the group, find escapees, reap with rusage.
+
+Facts this module is built on (../shared/FACTS.md, "Processes"):
+- `preexec_fn` is unsafe in a threaded process: the new session comes from `start_new_session=True`.
+- Non-interactive bash makes `&` children ignore SIGINT, so after a graceful kill the group leader may be gone
+  while its children live on: once the leader has exited, whatever is left of the task is stopped too
+  (SIGTERM, then SIGKILL after the grace).
+- A grandchild that calls `setsid` leaves the group and `killpg` cannot reach it. The daemon makes itself a
+  child subreaper, so such orphans become *its* children, and every process of a task carries the marker
+  `HIVE_BASH_TASK=<id>:<nonce>` in its environment: a task's processes are the daemon's descendants that
+  carry its marker, those in its process group (while the leader is unreaped, so the group id is ours), and
+  their descendants (which covers a child that cleared its environment).
+- A group id stays reserved while its leader is an unreaped zombie: the exit is observed without reaping
+  (pidfd readable, then `waitid(WNOWAIT)`), the group is swept, and only then is the leader reaped with
+  `wait4` (for its rusage). The group id recorded at spawn is used for every signal; never `os.getpgid`.
+- CPython's `Popen` takes ECHILD as exit status 0, so a stray `waitpid(-1)` would turn real exit codes into
+  silent zeros: nothing here waits for "any child". Only pids identified as a task's processes are reaped.
+- Signals to identified processes go through pidfds opened after checking the process's start time, so a
+  recycled pid can never receive a signal meant for a task.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import logging
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable, Protocol
+
+import psutil
+
+from .store import TaskStore
+from .task import Rusage, Task
+
+log = logging.getLogger(__name__)
+
+MARKER_ENV = "HIVE_BASH_TASK"
+_PR_SET_CHILD_SUBREAPER = 36
+# After SIGKILL, how long to wait for the processes to be gone before recording the end anyway (a process
+# stuck in uninterruptible sleep must not hold the state back; the timeout promise is deadline+grace+100 ms).
+_AFTER_SIGKILL_WAIT = 0.05
+
+
+def become_subreaper() -> bool:
+    """Make this process the child subreaper of its descendants (orphans are re-parented to it, not to init).
+
+    libc is opened by its soname: `ctypes.util.find_library` would spawn a helper process of its own.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+    except OSError as exc:
+        log.warning("cannot become a child subreaper (%s): setsid escapees will be searched system-wide", exc)
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    """A live process identified as a task's: the pid plus its start time, which together name it."""
+
+    pid: int
+    create_time: float
+    marker: str
+
+
+def _proc_facts(proc: psutil.Process) -> tuple[int, float, str | None, int | None, str] | None:
+    """(ppid, create_time, marker, pgid, status) of a process, or None if it is gone or unreadable."""
+    try:
+        with proc.oneshot():
+            status = proc.status()
+            ppid, created = proc.ppid(), proc.create_time()
+            marker = None if status == psutil.STATUS_ZOMBIE else proc.environ().get(MARKER_ENV)
+        pgid = os.getpgid(proc.pid)  # only compared with the group recorded at spawn
+    except (psutil.Error, OSError):
+        return None
+    return ppid, created, marker, pgid, status
+
+
+def find_processes(
+    markers: dict[str, int | None], descendants_only: bool, exclude: Iterable[int] = ()
+) -> dict[str, list[ProcInfo]]:
+    """The live processes of each task, by marker. `markers` maps a marker to the task's process group id,
+    or None once that id can no longer be trusted (leader reaped). Zombies are dead: they are not listed.
+
+    `descendants_only` limits the search to this process's descendants, which, for a subreaper, is where
+    every process of its tasks is; otherwise every process on the machine is read.
+    """
+    skip = set(exclude)
+    if descendants_only:
+        procs = psutil.Process().children(recursive=True)
+    else:
+        procs = list(psutil.process_iter())
+    by_group = {pgid: m for m, pgid in markers.items() if pgid is not None}
+    facts = {}
+    for proc in procs:
+        if proc.pid == os.getpid():
+            continue
+        f = _proc_facts(proc)
+        if f is not None:
+            facts[proc.pid] = f
+    owner: dict[int, str] = {}
+    for pid, (_, _, marker, pgid, status) in facts.items():
+        if marker in markers:
+            owner[pid] = marker
+        elif pgid in by_group:
+            owner[pid] = by_group[pgid]
+    # Descendants of an identified process are the same task's, whatever their environment says.
+    changed = True
+    while changed:
+        changed = False
+        for pid, (ppid, *_rest) in facts.items():
+            if pid not in owner and ppid in owner:
+                owner[pid] = owner[ppid]
+                changed = True
+    found: dict[str, list[ProcInfo]] = {m: [] for m in markers}
+    for pid, marker in owner.items():
+        ppid, created, _, _, status = facts[pid]
+        if pid in skip or status == psutil.STATUS_ZOMBIE:
+            continue
+        found[marker].append(ProcInfo(pid, created, marker))
+    return found
+
+
+class ProcSet:
+    """Identified processes held by pidfds: signal them and wait for them without any pid-reuse race."""
+
+    def __init__(self, procs: Iterable[ProcInfo]):
+        self.fds: dict[int, ProcInfo] = {}
+        for info in procs:
+            try:
+                fd = os.pidfd_open(info.pid)
+            except OSError:
+                continue  # already gone
+            try:
+                same = psutil.Process(info.pid).create_time() == info.create_time
+            except psutil.Error:
+                same = False
+            if same:
+                self.fds[fd] = info
+            else:
+                os.close(fd)
+
+    def __len__(self) -> int:
+        return len(self.fds)
+
+    def signal(self, signum: int) -> None:
+        for fd in list(self.fds):
+            try:
+                signal.pidfd_send_signal(fd, signum)
+            except ProcessLookupError:
+                pass
+
+    def wait(self, deadline: float) -> bool:
+        """Wait until every process has exited or the monotonic `deadline` passes; True if all are gone."""
+        poller = select.poll()
+        for fd in self.fds:
+            poller.register(fd, select.POLLIN)
+        pending = set(self.fds)
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            for fd, _ in poller.poll(remaining * 1000):
+                pending.discard(fd)
+                poller.unregister(fd)
+        return not pending
+
+    def alive(self) -> list[ProcInfo]:
+        gone = set()
+        poller = select.poll()
+        for fd in self.fds:
+            poller.register(fd, select.POLLIN)
+        for fd, _ in poller.poll(0):
+            gone.add(fd)
+        return [info for fd, info in self.fds.items() if fd not in gone]
+
+    def close(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+        self.fds.clear()
+
+
+def stop_processes(procs: Iterable[ProcInfo], force: bool, deadline: float) -> None:
+    """SIGTERM (or SIGKILL when `force`), wait until `deadline`, then SIGKILL whatever is left."""
+    held = ProcSet(procs)
+    try:
+        if not held:
+            return
+        if not force:
+            held.signal(signal.SIGTERM)
+            if held.wait(deadline):
+                return
+        held.signal(signal.SIGKILL)
+        held.wait(time.monotonic() + _AFTER_SIGKILL_WAIT)
+    finally:
+        held.close()
+
+
+def is_alive(info: ProcInfo) -> bool:
+    """True if the process named by (pid, start time) still runs (a zombie does not)."""
+    try:
+        proc = psutil.Process(info.pid)
+        return proc.create_time() == info.create_time and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+class OrphanReaper:
+    """Reaps the zombies of task processes re-parented to the daemon (it is a subreaper), by pid.
+
+    A zombie child is reaped only if it was identified (by marker or group) while alive and its start
+    time still matches: never a pid we did not identify, never a task leader (its worker reaps it with
+    `wait4`), and never `waitpid(-1)`. The spawn lock keeps `Popen` and the leader registration atomic
+    with respect to reaping.
+    """
+
+    def __init__(self) -> None:
+        self.spawn_lock = threading.Lock()
+        self._leaders: set[int] = set()
+        self._known: dict[int, float] = {}
+
+    def add_leader(self, pid: int) -> None:
+        """Called with spawn_lock held, right after Popen returned."""
+        self._leaders.add(pid)
+        self._known.pop(pid, None)
+
+    def drop_leader(self, pid: int) -> None:
+        with self.spawn_lock:
+            self._leaders.discard(pid)
+
+    def remember(self, procs: Iterable[ProcInfo]) -> None:
+        with self.spawn_lock:
+            for info in procs:
+                if info.pid not in self._leaders:
+                    self._known[info.pid] = info.create_time
+
+    def reap(self, our_markers: Callable[[], set[str]] | None = None) -> int:
+        """Reap identified zombie children; learn live orphans that carry one of `our_markers`."""
+        reaped = 0
+        try:
+            children = psutil.Process().children()
+        except psutil.Error:
+            return 0
+        markers = our_markers() if our_markers else set()
+        with self.spawn_lock:
+            for child in children:
+                pid = child.pid
+                if pid in self._leaders:
+                    continue
+                facts = _proc_facts(child)
+                if facts is None:
+                    continue
+                _, created, marker, _, status = facts
+                if status == psutil.STATUS_ZOMBIE:
+                    if self._known.get(pid) == created:
+                        reaped += self._waitpid(pid)
+                elif marker in markers:
+                    self._known[pid] = created
+            live = {c.pid for c in children}
+            for pid in [p for p in self._known if p not in live]:
+                del self._known[pid]  # reaped elsewhere or not our child (any more)
+        return reaped
+
+    def _waitpid(self, pid: int) -> int:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        self._known.pop(pid, None)
+        return 1
+
+
+class RunnerHooks(Protocol):
+    """What the engine does at each step of a task's life (it holds its lock, transitions, persists)."""
+
+    def on_spawned(self, task: Task, pid: int, create_time: float, started_mono: float) -> None: ...
+
+    def on_spawn_failed(self, task: Task, error: str) -> None: ...
+
+    def on_deadline(self, task: Task) -> bool: ...
+
+    def on_leader_exited(self, task: Task) -> None: ...
+
+    def on_ended(self, task: Task, status: int, rusage: Rusage, duration: float, leftovers: list[ProcInfo]) -> None: ...
+
+
+class TaskRunner:
+    """Runs one task from spawn to reaped, in its own thread. The engine asks for kills by setting
+    `task.kill_signal`, signalling the group itself, and calling `poke()` so the worker re-evaluates."""
+
+    def __init__(self, task: Task, store: TaskStore, reaper: OrphanReaper, hooks: RunnerHooks,
+                 kill_grace: float, subreaper: bool, env: dict[str, str] | None = None):
+        self.task = task
+        self.store = store
+        self.reaper = reaper
+        self.hooks = hooks
+        self.kill_grace = kill_grace
+        self.subreaper = subreaper
+        self.base_env = dict(os.environ if env is None else env)
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.thread = threading.Thread(target=self._main, name=f"task-{task.id}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def poke(self) -> None:
+        """Wake the worker (a kill was asked); never blocks."""
+        try:
+            os.write(self._wake_w, b"!")
+        except BlockingIOError:
+            pass  # a wake-up is already queued
+
+    def _main(self) -> None:
+        try:
+            proc = self._spawn()
+            if proc is not None:
+                self._supervise(proc)
+        except Exception:  # a worker must never die silently: the task would stay "running" forever
+            log.exception("worker of task %s failed", self.task.id)
+            self.hooks.on_spawn_failed(self.task, "internal error in the worker (see the daemon log)")
+        finally:
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+
+    def _spawn(self) -> subprocess.Popen | None:
+        task = self.task
+        env = {k: v for k, v in self.base_env.items() if k != MARKER_ENV}
+        env[MARKER_ENV] = task.marker
+        try:
+            out, err = self.store.open_outputs(task.id)
+        except OSError as exc:
+            self.hooks.on_spawn_failed(task, f"cannot open the output files: {exc}")
+            return None
+        try:
+            with self.reaper.spawn_lock:
+                proc = subprocess.Popen(
+                    ["bash", "-c", task.cmd], stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                    cwd=task.cwd, env=env, start_new_session=True, close_fds=True,
+                )
+                self.reaper.add_leader(proc.pid)
+            started = time.monotonic()
+        except OSError as exc:
+            self.hooks.on_spawn_failed(task, f"cannot start bash: {exc}")
+            return None
+        finally:
+            os.close(out)
+            os.close(err)
+        try:
+            created = psutil.Process(proc.pid).create_time()
+        except psutil.Error:
+            created = 0.0  # already a reaped... impossible while unreaped; zombie still has a start time
+        self.hooks.on_spawned(task, proc.pid, created, started)
+        return proc
+
+    def _supervise(self, proc: subprocess.Popen) -> None:
+        task, pid = self.task, proc.pid
+        pidfd = os.pidfd_open(pid)
+        try:
+            exited_at = self._wait_leader(pidfd)
+        finally:
+            os.close(pidfd)
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # it has exited: returns at once, reaps nothing
+        self.hooks.on_leader_exited(task)
+        leftovers = self._sweep(pid, exited_at)
+        _, status, usage = os.wait4(pid, 0)
+        proc.returncode = status  # so Popen never polls this pid again (a recycled pid would be reaped)
+        self.reaper.drop_leader(pid)
+        rusage = Rusage(usage.ru_utime, usage.ru_stime, usage.ru_maxrss * 1024)
+        self.hooks.on_ended(task, status, rusage, exited_at - (task.started_mono or exited_at), leftovers)
+
+    def _wait_leader(self, pidfd: int) -> float:
+        """Wait for the leader's exit, handling the deadline and kill requests; return the monotonic exit time."""
+        task = self.task
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        deadline = (task.started_mono or time.monotonic()) + task.timeout_secs if task.timeout_secs else None
+        hard_deadline: float | None = None  # when SIGKILL follows the SIGTERM of a timeout
+        while True:
+            now = time.monotonic()
+            target = hard_deadline if hard_deadline is not None else deadline
+            timeout_ms = None if target is None else max(0.0, (target - now) * 1000)
+            events = dict(poller.poll(timeout_ms))
+            if pidfd in events:
+                return time.monotonic()
+            if self._wake_r in events:
+                self._drain_wakeups()
+                continue
+            now = time.monotonic()
+            if hard_deadline is not None and now >= hard_deadline:
+                self._signal_task(signal.SIGKILL)
+                hard_deadline = None
+                deadline = None
+            elif deadline is not None and now >= deadline:
+                if self.hooks.on_deadline(task):
+                    self._signal_task(signal.SIGTERM)
+                hard_deadline = deadline + self.kill_grace
+                deadline = None
+
+    def _drain_wakeups(self) -> None:
+        try:
+            while os.read(self._wake_r, 64):
+                pass
+        except BlockingIOError:
+            pass
+
+    def _signal_task(self, signum: int) -> None:
+        """Signal the group (recorded pgid; the leader is unreaped so it is ours) and the escapees."""
+        try:
+            os.killpg(self.task.pgid, signum)
+        except ProcessLookupError:
+            pass
+        escapees = self._find(group=False)
+        if escapees:
+            held = ProcSet(escapees)
+            held.signal(signum)
+            held.close()
+
+    def _find(self, group: bool) -> list[ProcInfo]:
+        task = self.task
+        found = find_processes({task.marker: task.pgid if group else None}, self.subreaper, exclude={task.pid})
+        return found[task.marker]
+
+    def _sweep(self, pid: int, exited_at: float) -> list[ProcInfo]:
+        """After the leader exited: stop what is left if the task is being stopped; else list the leftovers."""
+        task = self.task
+        procs = self._find(group=True)
+        self.reaper.remember(procs)
+        if not procs:
+            return []
+        if task.timed_out:
+            stop_processes(procs, force=time.monotonic() >= self._timeout_hard_deadline(), deadline=self._timeout_hard_deadline())
+        elif task.kill_signal:
+            force = task.kill_signal == "SIGKILL"
+            stop_processes(procs, force=force, deadline=exited_at + self.kill_grace)
+        else:
+            return procs  # a natural exit: background processes live on; status reports them
+        return [p for p in procs if is_alive(p)]
+
+    def _timeout_hard_deadline(self) -> float:
+        task = self.task
+        return (task.started_mono or 0.0) + (task.timeout_secs or 0.0) + self.kill_grace

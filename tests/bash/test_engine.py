@@ -1,0 +1,252 @@
+"""The engine with real processes: every state and transition, waits, kills, timeouts, the queue, todos,
+retention, restart and bad input. Timing bounds here are correctness bounds (a wait that did not wake, a
+timeout that did not fire), set generously for a loaded 2-core box, never speed claims."""
+
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from hivebash_testkit import marked_processes, wait_until
+from hivebash.engine import EngineError, UnknownTask
+
+
+def test_run_inline_result_has_exit_code_tails_rusage_and_no_todo(engine, todos):
+    out = engine.run("echo hi; echo oops >&2; exit 3", wait_seconds=10)
+    data = out.view.to_dict()
+    assert data["status"] == "done" and data["exit_code"] == 3 and data["signal"] is None
+    assert data["stdout"]["tail"] == "hi\n" and data["stderr"]["tail"] == "oops\n"
+    assert data["rusage"]["max_rss_bytes"] > 0 and data["duration"] >= 0
+    assert todos.for_key(data["id"]) == []  # the result was delivered inline
+
+
+def test_background_task_gets_running_todo_then_completion_then_status_clears_it(engine, todos):
+    out = engine.run("sleep 0.3; echo done", wait_seconds=0)
+    tid = out.view.task.id
+    assert out.view.task.state in ("pending", "running")
+    assert engine.wait_idle(10)
+    calls = todos.for_key(tid)
+    assert [c[0] for c in calls] == ["upsert", "upsert"]
+    assert "running" in calls[0][2] or "queued" in calls[0][2]
+    assert "status=done exit_code=0" in calls[1][2] and f"Read({engine.state_dir}/bash-tasks/{tid}.out)" in calls[1][3]
+    st = engine.status(tid)
+    assert st.view.task.state == "done" and st.view.stdout.text == "done\n"
+    assert todos.for_key(tid)[-1] == ("clear", tid)
+    engine.status(tid)  # a second observation does not clear twice
+    assert len(todos.for_key(tid)) == 3
+
+
+def test_wait_wakes_as_soon_as_the_task_ends(engine, todos):
+    out = engine.run("sleep 0.2", wait_seconds=0)
+    st = engine.status(out.view.task.id, wait_seconds=20)
+    assert st.view.task.state == "done"
+    assert st.waited < 10  # woke on the exit, not at the 20 s deadline
+    assert todos.for_key(out.view.task.id)[-1][0] == "clear"
+
+
+def test_wait_is_capped_and_says_so(make_engine, todos):
+    engine = make_engine(wait_cap=0.3)
+    out = engine.run("sleep 5", wait_seconds=3)
+    assert out.window.capped and out.window.seconds == 0.3 and out.window.asked == 3
+    assert out.view.task.state == "running" and out.waited >= 0.29
+    assert todos.for_key(out.view.task.id)[0][0] == "upsert"  # not finished in the window: running todo
+    engine.kill(out.view.task.id, force=True)
+
+
+def test_name_reuse_refused_while_running_allowed_after(engine):
+    first = engine.run("echo first; sleep 5", name="build", wait_seconds=0.5)
+    before = sorted(os.listdir(engine.store.dir))
+    with pytest.raises(EngineError, match="name: task 'build' is still running"):
+        engine.run("echo second", name="build")
+    assert sorted(os.listdir(engine.store.dir)) == before
+    engine.kill("build", force=True)
+    assert engine.status("build", wait_seconds=10).view.task.state == "killed"
+    again = engine.run("echo second", name="build", wait_seconds=10)
+    assert again.view.task.state == "done" and again.view.stdout.text == "second\n"
+    assert again.view.task.marker != first.view.task.marker
+    assert json.loads((engine.store.dir / "build.json").read_text())["state"] == "done"
+
+
+def test_pending_queue_runs_in_submission_order_and_kill_cancels_pending(make_engine):
+    engine = make_engine(max_running=1)
+    a = engine.run("sleep 0.5; echo a", wait_seconds=0).view.task.id
+    b = engine.run("echo b", wait_seconds=0).view.task.id
+    c = engine.run("echo c", wait_seconds=0).view.task.id
+    st_b = engine.status(b)
+    assert st_b.view.task.state == "pending" and st_b.view.queue_position == 1
+    killed = engine.kill(b)
+    assert killed.action == "cancelled" and killed.view.task.state == "killed" and killed.view.task.pid is None
+    assert engine.status(c, wait_seconds=10).view.task.state == "done"
+    sa, sc = engine.status(a).view, engine.status(c).view
+    assert sa.task.result.ended_at <= sc.task.started_at  # c waited for a's slot
+    assert engine.status(b).view.stdout.text == ""  # never ran
+
+
+def test_kill_stops_a_tree_with_background_children_and_a_setsid_grandchild(engine):
+    cmd = "sleep 300 & bash -c 'sleep 301 & wait' & setsid sleep 302 & echo started; wait"
+    out = engine.run(cmd, wait_seconds=0)
+    tid, marker = out.view.task.id, out.view.task.marker
+    assert wait_until(lambda: len(marked_processes(marker)) >= 5)
+    k = engine.kill(tid)  # graceful: SIGINT, which the & children ignore (non-interactive bash)
+    assert k.action == "signalled"
+    st = engine.status(tid, wait_seconds=10).view
+    assert st.task.state == "killed" and st.task.result.note == "killed by request (SIGINT)"
+    assert wait_until(lambda: marked_processes(marker) == [], timeout=5)
+
+
+def test_force_kill_and_signal_death_is_named(engine):
+    out = engine.run("kill -SEGV $$", wait_seconds=10).view
+    assert (out.task.state, out.task.result.exit_code, out.task.result.signal) == ("done", 139, "SIGSEGV")
+    tid = engine.run("trap '' INT; sleep 300", wait_seconds=0).view.task.id
+    assert wait_until(lambda: engine.status(tid).view.task.state == "running")
+    engine.kill(tid)  # ignored by the trap
+    assert engine.status(tid, wait_seconds=0.5).view.task.state == "running"
+    engine.kill(tid, force=True)
+    st = engine.status(tid, wait_seconds=10).view
+    assert (st.task.state, st.task.result.signal) == ("killed", "SIGKILL")
+
+
+def test_timeout_terms_then_kills_after_grace(make_engine):
+    engine = make_engine(kill_grace=0.5)
+    view = engine.run("trap '' TERM; echo x; sleep 30", timeout_secs=0.5, wait_seconds=20).view
+    assert view.task.state == "timed_out" and view.task.result.signal == "SIGKILL"
+    assert view.task.result.note == "timed out after 0.5s"
+    # correctness bound: ended by SIGKILL at deadline + grace (1.0 s), not by the 30 s sleep
+    assert 0.9 <= view.task.result.duration < 5
+    polite = engine.run("sleep 30", timeout_secs=0.3, wait_seconds=20).view
+    assert polite.task.state == "timed_out" and polite.task.result.signal == "SIGTERM"
+    assert marked_processes(view.task.marker) == []
+
+
+def test_leftovers_of_a_finished_task_are_reported_and_kill_stops_them(engine):
+    view = engine.run("sleep 300 & echo bg", wait_seconds=10).view
+    assert view.task.state == "done" and len(view.leftovers) == 1
+    k = engine.kill(view.task.id)
+    assert k.action == "leftovers" and k.view.task.state == "done"
+    assert wait_until(lambda: engine.status(view.task.id).view.leftovers == [])
+
+
+def test_huge_and_binary_output_tails(engine):
+    cmd = 'truncate -s 5G "$(readlink /proc/$$/fd/1)"; printf "\\xc3\\xa9end\\n"; printf "\\xff\\x00bin" >&2'
+    view = engine.run(cmd, wait_seconds=10).view
+    out, err = view.stdout, view.stderr
+    assert out.size == 5 * 1024**3 + 6 and out.text.endswith("éend\n") and out.elided == out.size - out.shown
+    assert out.shown <= 4096
+    assert err.text == "\\xff\\x00bin"
+    data = view.to_dict()
+    json.dumps(data)
+    assert data["stdout"]["elided_bytes"] > 0
+
+
+def test_concurrent_runs_get_distinct_ids_and_their_own_output(make_engine):
+    engine = make_engine(threads=32, max_inline_waits=16)
+    results = {}
+
+    def one(i):
+        results[i] = engine.run(f"echo task-{i}", wait_seconds=20)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({r.view.task.id for r in results.values()}) == 12
+    for i, r in results.items():
+        assert r.view.task.state == "done" and r.view.stdout.text == f"task-{i}\n"
+
+
+def test_many_waiters_do_not_block_a_prompt_kill(engine):
+    tid = engine.run("sleep 300", wait_seconds=0).view.task.id
+    outcomes = []
+
+    def waiter():
+        outcomes.append(engine.status(tid, wait_seconds=25))
+
+    threads = [threading.Thread(target=waiter) for _ in range(10)]
+    for t in threads:
+        t.start()
+    assert wait_until(lambda: engine.slots.in_use == 4)  # max_inline_waits=4: the rest answered at once
+    assert wait_until(lambda: sum(o.wait_skipped for o in outcomes) == 6)
+    engine.kill(tid)
+    for t in threads:
+        t.join(15)
+    assert len(outcomes) == 10
+    woken = [o for o in outcomes if not o.wait_skipped]
+    assert all(o.view.task.state == "killed" and o.waited < 15 for o in woken)
+
+
+def test_list_newest_first_with_filter_and_limit(engine):
+    ids = [engine.run(f"exit {i}", wait_seconds=10).view.task.id for i in range(3)]
+    running = engine.run("sleep 300", wait_seconds=0).view.task.id
+    views, total = engine.list()
+    assert [v.task.id for v in views] == [running] + ids[::-1] and total == 4
+    views, total = engine.list(state="done", limit=2)
+    assert [v.task.id for v in views] == ids[::-1][:2] and total == 3
+    with pytest.raises(EngineError, match="state: must be one of"):
+        engine.list(state="finished")
+    engine.kill(running, force=True)
+
+
+def test_retention_prunes_oldest_finished_tasks_with_their_files(make_engine):
+    engine = make_engine(keep_tasks=2)
+    ids = [engine.run(f"echo {i}", wait_seconds=10).view.task.id for i in range(4)]
+    assert wait_until(lambda: sorted(engine.task_ids()) == sorted(ids[2:]))
+    gone = lambda: not any(n.split(".")[0] in ids[:2] for n in os.listdir(engine.store.dir))  # noqa: E731
+    assert wait_until(gone)
+    names = os.listdir(engine.store.dir)
+    assert {f"{ids[3]}.out", f"{ids[3]}.json"} <= set(names)
+
+
+def test_shutdown_interrupts_running_and_pending_and_leaves_no_process(make_engine, todos):
+    engine = make_engine(max_running=1)
+    run = engine.run("sleep 300 & setsid sleep 301 & wait", wait_seconds=0.3).view.task
+    pend = engine.run("echo never", wait_seconds=0).view.task
+    assert wait_until(lambda: len(marked_processes(run.marker)) >= 3)
+    engine.shutdown()
+    assert engine.status(run.id).view.task.state == "interrupted"
+    assert engine.status(pend.id).view.task.state == "interrupted"
+    assert wait_until(lambda: marked_processes(run.marker) == [], timeout=5)
+    assert json.loads((engine.store.dir / f"{run.id}.json").read_text())["state"] == "interrupted"
+
+
+BAD_RUNS = [
+    (dict(cmd="true", name="Bad_Name"), "name:"),
+    (dict(cmd="true", name="x" * 64), "name:"),
+    (dict(cmd="true", name=".."), "name:"),
+    (dict(cmd="true", name=""), "name:"),
+    (dict(cmd="true", timeout_secs=-1), "timeout_secs:"),
+    (dict(cmd="true", timeout_secs=0), "timeout_secs:"),
+    (dict(cmd="true", timeout_secs="10"), "timeout_secs:"),
+    (dict(cmd="true", timeout_secs=True), "timeout_secs:"),
+    (dict(cmd="true", wait_seconds=-1), "wait_seconds:"),
+    (dict(cmd="x" * (64 * 1024 + 1)), "cmd:"),
+    (dict(cmd=""), "cmd:"),
+    (dict(cmd=None), "cmd:"),
+    (dict(cmd="true", cwd="/definitely/not/here"), "cwd:"),
+]
+
+
+@pytest.mark.parametrize("kwargs,field", BAD_RUNS, ids=[f"{i}-{b[1]}" for i, b in enumerate(BAD_RUNS)])
+def test_bad_run_input_is_refused_and_changes_nothing(engine, todos, kwargs, field):
+    before = (sorted(os.listdir(engine.store.dir)), engine.task_ids())
+    with pytest.raises(EngineError) as exc:
+        engine.run(**kwargs)
+    assert str(exc.value).startswith(field)
+    assert (sorted(os.listdir(engine.store.dir)), engine.task_ids()) == before and todos.calls == []
+
+
+@pytest.mark.parametrize("bad", ["nope", "..", "x" * 64, "A", 5])
+def test_unknown_or_bad_ids_are_refused(engine, bad):
+    for call in (lambda: engine.status(bad), lambda: engine.kill(bad)):
+        with pytest.raises(EngineError, match="^id: "):
+            call()
+    with pytest.raises(UnknownTask):
+        engine.status("nope")
+
+
+def test_cwd_is_used(engine, tmp_path):
+    view = engine.run("pwd", cwd=str(tmp_path), wait_seconds=10).view
+    assert view.stdout.text == f"{tmp_path}\n" and view.task.cwd == str(tmp_path)
