@@ -1,0 +1,155 @@
+"""Declaring and calling tools: every validation message names the field and the rule; failures never escape."""
+
+import logging
+
+import pytest
+from jsonschema.exceptions import SchemaError
+
+from common.tools import (
+    CallContext,
+    Tool,
+    ToolArgumentsError,
+    ToolError,
+    ToolRegistry,
+    ToolResult,
+    UnknownTool,
+    validate_arguments,
+)
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "cmd": {"type": "string", "minLength": 1, "maxLength": 10},
+        "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 60},
+        "count": {"type": "integer", "minimum": 1},
+        "name": {"type": "string", "pattern": "^[a-z]+$"},
+        "signal": {"enum": ["TERM", "KILL"]},
+        "limit": {"type": ["integer", "null"]},
+        "opts": {"type": "object", "properties": {"depth": {"type": "integer", "minimum": 0}}, "required": ["depth"]},
+    },
+    "required": ["cmd"],
+    "additionalProperties": False,
+}
+
+
+def message_for(arguments):
+    with pytest.raises(ToolArgumentsError) as info:
+        validate_arguments(SCHEMA, arguments)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("arguments,expected", [
+    ({}, "cmd: is required"),
+    ({"cmd": 5}, "cmd: must be of type string"),
+    ({"cmd": ""}, "cmd: must be at least 1 characters"),
+    ({"cmd": "x" * 11}, "cmd: must be at most 10 characters"),
+    ({"cmd": "ls", "timeout": 0}, "timeout: must be > 0"),
+    ({"cmd": "ls", "timeout": 61}, "timeout: must be <= 60"),
+    ({"cmd": "ls", "count": 0}, "count: must be >= 1"),
+    ({"cmd": "ls", "count": 1.5}, "count: must be of type integer"),
+    ({"cmd": "ls", "name": "A"}, "name: must match ^[a-z]+$"),
+    ({"cmd": "ls", "signal": "HUP"}, "signal: must be one of 'TERM', 'KILL'"),
+    ({"cmd": "ls", "limit": "5"}, "limit: must be of type integer or null"),
+    ({"cmd": "ls", "opts": {}}, "opts.depth: is required"),
+    ({"cmd": "ls", "opts": {"depth": -1}}, "opts.depth: must be >= 0"),
+])
+def test_each_rule_names_the_field(arguments, expected):
+    assert message_for(arguments) == expected
+
+
+def test_unknown_argument_is_named():
+    message = message_for({"cmd": "ls", "cwdir": "/tmp"})
+    assert message.startswith("arguments: unknown argument(s) not allowed") and "'cwdir'" in message
+
+
+def test_every_bad_field_is_reported_in_path_order():
+    message = message_for({"cmd": 1, "count": 0, "timeout": -1})
+    assert message.split("; ") == ["cmd: must be of type string", "count: must be >= 1", "timeout: must be > 0"]
+
+
+@pytest.mark.parametrize("arguments", [[], "ls", 3, True])
+def test_arguments_must_be_an_object(arguments):
+    with pytest.raises(ToolArgumentsError, match=r"^arguments: must be an object$"):
+        validate_arguments(SCHEMA, arguments)
+
+
+def test_missing_arguments_count_as_empty():
+    assert validate_arguments({"type": "object"}, None) == {}
+    assert message_for(None) == "cmd: is required"
+
+
+def test_valid_arguments_are_returned():
+    args = {"cmd": "ls", "timeout": 1.5, "opts": {"depth": 0}, "limit": None}
+    assert validate_arguments(SCHEMA, args) is args
+
+
+# -- the registry ------------------------------------------------------------------------------------------------
+
+def _echo(args, ctx):
+    return ToolResult(text=f"cmd={args['cmd']} structured={ctx.structured}", data={"cmd": args["cmd"]})
+
+
+def _refuse(args, ctx):
+    raise ToolError("cmd: refused by policy")
+
+
+def _crash(args, ctx):
+    raise KeyError("x" * 2000)
+
+
+@pytest.fixture
+def registry():
+    return ToolRegistry([
+        Tool("run", "Run it.", SCHEMA, _echo, title="Run", annotations={"readOnlyHint": False}),
+        Tool("refuse", "Refuse.", {"type": "object"}, _refuse),
+        Tool("crash", "Crash.", {"type": "object"}, _crash),
+    ])
+
+
+def test_call_passes_validated_arguments_and_context(registry):
+    result = registry.call("run", {"cmd": "ls"}, CallContext(structured=True))
+    assert result == ToolResult(text="cmd=ls structured=True", data={"cmd": "ls"}, is_error=False)
+    assert registry.call("run", {"cmd": "ls"}).text.endswith("structured=False"), "a default context"
+
+
+def test_call_with_bad_arguments_raises_before_the_handler(registry):
+    with pytest.raises(ToolArgumentsError, match="cmd: is required"):
+        registry.call("run", {})
+
+
+def test_unknown_tool(registry):
+    with pytest.raises(UnknownTool):
+        registry.call("nope", {})
+    assert "run" in registry and "nope" not in registry
+
+
+def test_expected_failure_is_an_error_result(registry):
+    result = registry.call("refuse", {})
+    assert result.is_error and result.text == "cmd: refused by policy" and result.data == {"error": result.text}
+
+
+def test_unexpected_exception_is_a_short_error_result_and_logged(registry, caplog):
+    with caplog.at_level(logging.ERROR, logger="common.tools"):
+        result = registry.call("crash", {})
+    assert result.is_error and result.text.startswith("internal error in tool 'crash': KeyError")
+    assert len(result.text) <= 500 and "Traceback" not in result.text
+    assert any(r.exc_info and "crash" in r.getMessage() for r in caplog.records), "the traceback goes to the log"
+
+
+def test_listing_in_declaration_order_without_output_schema(registry):
+    listing = registry.listing()
+    assert [t["name"] for t in listing] == ["run", "refuse", "crash"]
+    assert listing[0] == {"name": "run", "description": "Run it.", "inputSchema": SCHEMA, "title": "Run",
+                          "annotations": {"readOnlyHint": False}}
+    assert all("outputSchema" not in t for t in listing)
+    assert set(listing[1]) == {"name", "description", "inputSchema"}
+
+
+def test_declaring_a_tool_twice_is_refused(registry):
+    with pytest.raises(ValueError, match="'run' declared twice"):
+        registry.add(Tool("run", "Again.", {"type": "object"}, _echo))
+
+
+def test_an_invalid_schema_is_refused_at_declaration():
+    with pytest.raises(SchemaError):
+        ToolRegistry([Tool("bad", "Bad.", {"type": "no-such-type"}, _echo)])
