@@ -6,12 +6,12 @@
 #     (`nix/systemd/regenerate` writes them; tests/nix fails when the committed files differ).
 # Plain data and builtins only (no nixpkgs lib), so every consumer, and the tests, can import it anywhere.
 rec {
-  # Seconds between "the daemon's own kill escalation is over" and systemd's SIGKILL of the whole cgroup:
-  # room for recording the stopped work, flushing the todo outbox and closing the listener.
-  stopMarginSec = 10;
+  # TimeoutStopSec = the daemon's worst-case SIGTERM path (`shutdownSec` below) + this margin (waitress
+  # closing, the interpreter exiting, a loaded machine). Only past it does systemd SIGKILL the whole cgroup.
+  stopMarginSec = 5;
 
   daemons = {
-    bash = {
+    bash = rec {
       unit = "hive-bash";
       command = "hive-bash-daemon";
       envPrefix = "HIVE_BASH";
@@ -23,11 +23,14 @@ rec {
       port = 7711;
       maxRunning = 32;
       stateDirectory = "hive-bash";
-      # The daemon's SIGTERM -> SIGKILL grace (seconds). The unit passes it to the daemon
-      # (HIVE_BASH_KILL_GRACE) and derives TimeoutStopSec from it, so the two cannot drift apart.
+      # The daemon's SIGTERM -> SIGKILL grace for a timed-out task (seconds), passed as HIVE_BASH_KILL_GRACE.
       killGrace = 2;
+      # Worst case of its SIGTERM path (hivebash Engine.shutdown, cli): running tasks get SIGKILL at once,
+      # then up to 10 s for their workers to record them `interrupted`, 0.5 s to sweep leftovers, 2 s to
+      # flush todos.
+      shutdownSec = 13;
     };
-    subagent = {
+    subagent = rec {
       unit = "hive-subagent";
       command = "hive-subagent-daemon";
       envPrefix = "HIVE_SUBAGENT";
@@ -37,8 +40,12 @@ rec {
       port = 7712;
       maxRunning = 4;
       stateDirectory = "hive-subagent";
-      # A stop interrupts each running claude turn with SIGINT, then SIGKILL after this many seconds.
+      # A stop interrupts each running claude turn with SIGINT, then SIGKILL after this many seconds
+      # (HIVE_SUBAGENT_KILL_GRACE).
       killGrace = 5;
+      # Worst case of its SIGTERM path (hivesubagent Engine.shutdown, cli): up to 5 s for a turn still
+      # starting, SIGINT and killGrace, SIGKILL and up to 5 s for the exit to be recorded, 5 s to flush todos.
+      shutdownSec = 5 + killGrace + 5 + 5;
     };
   };
 
@@ -57,13 +64,13 @@ rec {
     RestartSec = 2;
     # `mixed`, not `control-group`: SIGTERM goes to the daemon alone, which stops its own work the way it
     # records it (bash tasks killed and recorded `interrupted`; claude turns SIGINT, then SIGKILL after
-    # killGrace). With `control-group` systemd would SIGTERM every task and claude at the same instant,
+    # killGrace), within TimeoutStopSec. With `control-group` systemd would SIGTERM every task and claude at the same instant,
     # bypassing that escalation and racing the daemon's bookkeeping (a task that dies of systemd's SIGTERM
     # first is recorded `done`/SIGTERM instead of `interrupted`). The cgroup is still the backstop: whatever
     # is left once the daemon exits (a grandchild that called setsid) gets SIGKILL, and so does everything
     # when TimeoutStopSec runs out.
     KillMode = "mixed";
-    TimeoutStopSec = d.killGrace + stopMarginSec;
+    TimeoutStopSec = d.shutdownSec + stopMarginSec;
     # Task outputs, records and the todo outbox: /var/lib/<stateDirectory>, private to the agent's user.
     StateDirectory = d.stateDirectory;
     StateDirectoryMode = "0700";

@@ -65,7 +65,7 @@ def test_services_have_the_unit_settings(evaluate_module):
         assert sc["Restart"] == "on-failure"
         assert sc["KillMode"] == "mixed"
         # The stop timeout covers the daemon's own escalation (SIGINT/SIGTERM, grace, SIGKILL) plus its bookkeeping.
-        assert sc["TimeoutStopSec"] >= grace + 5
+        assert sc["TimeoutStopSec"] >= grace + 15
         assert services[name]["environment"][f"{name.upper().replace('-', '_')}_KILL_GRACE"] == str(grace)
         assert sc["StateDirectory"] == name
         assert sc["StateDirectoryMode"] == "0700"
