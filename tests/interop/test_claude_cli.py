@@ -1,10 +1,12 @@
-"""The real Claude Code CLI (2.1.328) connecting to our transport: `claude mcp add` then `claude mcp list`.
+"""The real Claude Code CLI (2.1.328) against our transport: `claude mcp add` / `claude mcp list`, and a
+real `claude -p` turn whose model (a mock Messages API on loopback) calls our tools over MCP.
 
 `claude mcp list` exits 0 whether or not a server connected (FACTS.md), so the tests read its text.
 Scratch HOME and project directory per test; no API key in the environment (with a key and no base URL the
 command hangs ~18 s), and CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 so nothing leaves the machine.
 """
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -12,7 +14,7 @@ import sys
 
 import pytest
 
-from daemon_harness import ECHO_SERVER
+from daemon_harness import ECHO_SERVER, REPO
 
 pytestmark = pytest.mark.interop
 
@@ -74,3 +76,77 @@ def test_claude_mcp_list_with_bearer_token(daemon_factory, claude, tmp_path):
     listing = claude("mcp", "list").stdout
     assert _status_line(listing, "with-token").endswith("(HTTP) - ✔ Connected"), listing
     assert "✘ Failed to connect" in _status_line(listing, "without-token"), listing
+
+
+# -- a real turn: the model asks for our tool, Claude Code calls it over MCP, the model reads the result ---------
+
+def _load_mock_api():
+    """The subagent area's mock of Anthropic's Messages API (tests/subagent/mock_messages_api.py), loaded by path
+    (test folders are not packages): the only fake here, because Anthropic's API cannot run on this machine."""
+    path = REPO / "tests" / "subagent" / "mock_messages_api.py"
+    spec = importlib.util.spec_from_file_location("interop_mock_messages_api", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses resolve string annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def mock_api():
+    module = _load_mock_api()
+    server = module.MockMessagesServer().start()
+    yield module, server
+    server.stop()
+
+
+@pytest.fixture
+def claude_turn(claude_bin, mock_api, echo_daemon, tmp_path):
+    """turn(prompt) -> (result object, the tool_result block claude sent back to the model)."""
+    module, server = mock_api
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"echo": {"type": "http", "url": echo_daemon.url}}}))
+    env = module.claude_env(server.url, tmp_path / "scratch")
+    env["ENABLE_TOOL_SEARCH"] = "false"  # MCP tools go straight into the request's `tools` (FACTS.md)
+    project = tmp_path / "project"
+    project.mkdir()
+
+    def turn(prompt):
+        seen = len(server.message_requests())
+        proc = subprocess.run([str(claude_bin), "-p", "--strict-mcp-config", "--mcp-config", str(config),
+                               "--dangerously-skip-permissions", "--output-format", "json", prompt],
+                              cwd=project, env=env, capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, f"claude -p failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+        requests = server.message_requests()[seen:]
+        results = [b for r in requests for m in r.body.get("messages", []) if isinstance(m.get("content"), list)
+                   for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
+        assert requests and results, f"claude never sent a tool result back to the model:\n{proc.stdout[-2000:]}"
+        turn.tools = {t["name"]: t for t in requests[0].body.get("tools", [])}
+        return json.loads(proc.stdout), results[-1]
+
+    return turn
+
+
+def _text(block) -> str:
+    content = block.get("content")
+    return content if isinstance(content, str) else "".join(b.get("text", "") for b in content or [])
+
+
+def test_claude_calls_our_tool_and_the_model_reads_text(claude_turn):
+    result, tool_result = claude_turn('MOCK:tool=mcp__echo__echo {"text": "hi", "times": 2}')
+    assert result["is_error"] is False and result["result"] == "tool said: echo=hihi"
+    assert _text(tool_result) == "echo=hihi" and not tool_result.get("is_error")
+    schema = claude_turn.tools["mcp__echo__echo"]["input_schema"]
+    assert schema["required"] == ["text"] and schema["properties"]["times"]["maximum"] == 5
+
+
+@pytest.mark.parametrize("prompt,expected", [
+    ("MOCK:tool=mcp__echo__refuse {}", "refuse: this tool always refuses (expected failure)"),
+    ('MOCK:tool=mcp__echo__echo {"text": 7}', "invalid arguments for echo: text: must be of type string"),
+    ("MOCK:tool=mcp__echo__crash {}", "internal error in tool 'crash': RuntimeError: boom"),
+], ids=["expected-failure", "bad-arguments", "handler-crash"])
+def test_claude_shows_the_model_our_tool_errors(claude_turn, prompt, expected):
+    """isError results reach the model as an error tool_result carrying our text, and the turn goes on."""
+    result, tool_result = claude_turn(prompt)
+    assert expected in _text(tool_result)
+    assert tool_result.get("is_error") is True
+    assert result["is_error"] is False and result["result"].startswith("tool said:")
