@@ -106,6 +106,7 @@ class TaskView:
                 "cpu_user": round(r.rusage.cpu_user, 3),
                 "cpu_system": round(r.rusage.cpu_system, 3),
                 "max_rss_bytes": r.rusage.max_rss_bytes,
+                "max_rss_exact": r.rusage.max_rss_exact,
             }
         if self.queue_position is not None:
             data["queue_position"] = self.queue_position

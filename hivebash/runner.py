@@ -25,6 +25,7 @@ import ctypes
 import errno
 import logging
 import os
+import resource
 import select
 import signal
 import subprocess
@@ -305,6 +306,7 @@ class TaskRunner:
         self.kill_grace = kill_grace
         self.subreaper = subreaper
         self.base_env = dict(os.environ if env is None else env)
+        self.daemon_peak_rss = 0
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.thread = threading.Thread(target=self._main, name=f"task-{task.id}", daemon=True)
 
@@ -340,6 +342,7 @@ class TaskRunner:
             self.hooks.on_spawn_failed(task, f"cannot open the output files: {exc}")
             return None
         try:
+            self.daemon_peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
             with self.reaper.spawn_lock:
                 proc = subprocess.Popen(
                     ["bash", "-c", task.cmd], stdin=subprocess.DEVNULL, stdout=out, stderr=err,
@@ -373,7 +376,8 @@ class TaskRunner:
         _, status, usage = os.wait4(pid, 0)
         proc.returncode = status  # so Popen never polls this pid again (a recycled pid would be reaped)
         self.reaper.drop_leader(pid)
-        rusage = Rusage(usage.ru_utime, usage.ru_stime, usage.ru_maxrss * 1024)
+        peak = usage.ru_maxrss * 1024
+        rusage = Rusage(usage.ru_utime, usage.ru_stime, peak, max_rss_exact=peak > self.daemon_peak_rss)
         self.hooks.on_ended(task, status, rusage, exited_at - (task.started_mono or exited_at), leftovers)
 
     def _wait_leader(self, pidfd: int) -> float:

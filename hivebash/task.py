@@ -51,6 +51,10 @@ class Rusage:
     cpu_user: float
     cpu_system: float
     max_rss_bytes: int
+    # Linux records the spawning process's own peak RSS into the child's at exec (exec_mmap keeps the old
+    # mm's high-water mark), so a child that never grew past the daemon's peak reports the daemon's: then
+    # the figure is only an upper bound, and says so.
+    max_rss_exact: bool = True
 
     @property
     def cpu_seconds(self) -> float:

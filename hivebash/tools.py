@@ -167,7 +167,8 @@ def facts_line(view: TaskView) -> str:
     if view.duration is not None:
         facts.append(f"duration={view.duration:.2f}s")
     if r and r.rusage:
-        facts.append(f"cpu={r.rusage.cpu_seconds:.2f}s max_rss={human_bytes(r.rusage.max_rss_bytes)}")
+        bound = "=" if r.rusage.max_rss_exact else "<="  # see Rusage.max_rss_exact
+        facts.append(f"cpu={r.rusage.cpu_seconds:.2f}s max_rss{bound}{human_bytes(r.rusage.max_rss_bytes)}")
     if view.queue_position:
         facts.append(f"queue_position={view.queue_position}")
     if view.leftovers:

@@ -250,3 +250,10 @@ def test_unknown_or_bad_ids_are_refused(engine, bad):
 def test_cwd_is_used(engine, tmp_path):
     view = engine.run("pwd", cwd=str(tmp_path), wait_seconds=10).view
     assert view.stdout.text == f"{tmp_path}\n" and view.task.cwd == str(tmp_path)
+
+
+def test_peak_rss_is_exact_above_the_daemons_own_peak_and_a_bound_below(engine):
+    big = engine.run("python3 -c 'b = b\"x\" * (400 << 20)'", wait_seconds=30).view.task.result.rusage
+    assert big.max_rss_exact and big.max_rss_bytes >= 400 << 20
+    small = engine.run("true", wait_seconds=30).view.task.result.rusage
+    assert small.max_rss_bytes > 0  # exact or an upper bound, never zero

@@ -28,7 +28,7 @@ def test_listing_has_four_tools_with_object_schemas(tools):
 def test_run_inline_text_and_data(tools):
     res = call(tools, "run", cmd="echo out; echo err >&2; exit 2", wait_seconds=10, name="t1")
     first = res.text.splitlines()[0]
-    assert first.startswith("id=t1 status=done exit_code=2 duration=") and "cpu=" in first and "max_rss=" in first
+    assert first.startswith("id=t1 status=done exit_code=2 duration=") and "cpu=" in first and "max_rss" in first
     assert "--- stdout (4 bytes" in res.text and "\nout\n" in res.text and "\nerr\n" in res.text
     assert res.data["status"] == "done" and res.data["exit_code"] == 2 and res.data["started"] is False
     assert res.data["stdout"]["tail"] == "out\n" and res.data["wait"]["capped"] is False

@@ -1,0 +1,223 @@
+"""Command lines: `hive-bash-daemon` serves the tools; `hive-bash` is the operator's client for a running daemon.
+
+`hive-bash` talks to the daemon through its MCP endpoint (one POST per call, common.mcp_client), prints the
+same readable text the model reads, or the exact data with --json. Exit codes:
+
+    0    the call worked (for `run`: the task is still running, or finished with exit code 0)
+    N    `run --wait` / `tail -f` saw the task finish: its own exit code (done)
+    124  the task timed out            125  it was interrupted (daemon restart)        137  it was killed
+    1    the daemon refused the call (unknown id, bad value: the message says which)
+    2    bad usage of the command line  3    the daemon could not be reached
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import click
+
+from common.config import BashSettings, click_options, settings_from_options
+
+EXIT_REFUSED, EXIT_UNREACHABLE = 1, 3
+STATE_EXIT = {"timed_out": 124, "interrupted": 125, "killed": 137}
+DEFAULT_URL = "http://127.0.0.1:7711/mcp"
+FOLLOW_STEP = 1.0  # seconds: `tail -f` waits this long on the daemon's condition between reads
+
+
+def _version() -> str:
+    try:
+        return metadata.version("hive-daemons")
+    except metadata.PackageNotFoundError:
+        return "0"
+
+
+# ----- the daemon ---------------------------------------------------------------------------------------------
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
+@click_options(BashSettings, "HIVE_BASH")
+@click.version_option(_version(), prog_name="hive-bash-daemon")
+def daemon_main(**options: Any) -> None:
+    """Serve the background-shell tools (run, status, kill, list) over MCP streamable HTTP at /mcp."""
+    from common.loose_ends import LooseEnds
+    from common.mcp_http import McpApp
+    from common.serve import serve_daemon
+
+    from .engine import Engine
+    from .runner import become_subreaper
+    from .tools import build_registry
+
+    settings = settings_from_options(BashSettings, options)
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Before any task starts: orphans of tasks (setsid escapees, & children of a finished shell) must be
+    # re-parented to us, not to init, so a kill can find and stop them.
+    subreaper = become_subreaper()
+    todos = LooseEnds("bash", settings.state_dir, settings.agent_socket)
+    engine = Engine(settings, todos, subreaper=subreaper)
+    engine.start()
+    # A re-parented orphan died: let the housekeeper reap it (by pid, if it is one we identified).
+    signal.signal(signal.SIGCHLD, lambda signum, frame: engine.wake_housekeeping())
+    app = McpApp(build_registry(engine), "bash", _version(), settings)
+    try:
+        serve_daemon(app, settings, on_stop=engine.shutdown)
+    finally:
+        engine.shutdown()
+        todos.flush(2.0)
+        todos.close()
+
+
+# ----- the operator's client ----------------------------------------------------------------------------------
+
+
+class Client:
+    """The daemon's URL and token; `call` turns transport failures and refusals into exits with meaning."""
+
+    def __init__(self, url: str, token_file: Path | None):
+        self.url = url
+        self.token = None
+        if token_file is not None:
+            try:
+                self.token = token_file.read_text().strip()
+            except OSError as exc:
+                raise click.UsageError(f"--token-file: cannot read {token_file}: {exc.strerror}") from None
+
+    def call(self, tool: str, arguments: dict[str, Any], timeout: float = 60.0):
+        from common.mcp_client import McpClientError, call_tool
+
+        try:
+            result = call_tool(self.url, tool, {k: v for k, v in arguments.items() if v is not None},
+                               token=self.token, timeout=timeout)
+        except McpClientError as exc:
+            click.echo(f"hive-bash: {exc}", err=True)
+            sys.exit(EXIT_UNREACHABLE)
+        if result.is_error:
+            click.echo(f"hive-bash: {result.text.strip()}", err=True)
+            sys.exit(EXIT_REFUSED)
+        return result
+
+
+def _show(result, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(result.data, indent=2, sort_keys=True))
+    else:
+        click.echo(result.text, nl=not result.text.endswith("\n"))
+
+
+def _exit_for(data: dict[str, Any]) -> int:
+    """The exit code that says how a task ended (0 while it runs)."""
+    state = data.get("status")
+    if state == "done":
+        code = data.get("exit_code")
+        return code if isinstance(code, int) and 0 <= code <= 255 else 1
+    return STATE_EXIT.get(state, 0)
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print the exact structured result as JSON.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
+@click.option("--url", envvar="HIVE_BASH_URL", default=DEFAULT_URL, show_default=True, show_envvar=True,
+              help="The daemon's MCP endpoint.")
+@click.option("--token-file", envvar="HIVE_BASH_TOKEN_FILE", type=click.Path(path_type=Path), show_envvar=True,
+              help="File holding the daemon's bearer token, if it requires one.")
+@click.version_option(_version(), prog_name="hive-bash")
+@click.pass_context
+def main(ctx: click.Context, url: str, token_file: Path | None) -> None:
+    """Talk to a running hive-bash-daemon: run commands in the background, watch and stop them."""
+    ctx.obj = Client(url, token_file)
+
+
+@main.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option("--name", help="Task id of your choice ([a-z0-9-], 1-63 characters).")
+@click.option("--timeout", "timeout_secs", type=click.IntRange(min=1), help="Kill the task after this many seconds.")
+@click.option("--wait", "wait_seconds", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Seconds to wait for the result (the daemon caps it at 30); the exit code is then the task's.")
+@click.option("--cwd", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Working directory of the task [default: this shell's].")
+@json_option
+@click.pass_obj
+def run_cmd(client: Client, cmd: tuple[str, ...], name: str | None, timeout_secs: int | None,
+            wait_seconds: float, cwd: Path | None, as_json: bool) -> None:
+    """Run CMD (joined with spaces, as `bash -c`) in the background. Quote it to keep shell syntax for the task."""
+    args = {"cmd": " ".join(cmd), "name": name, "timeout_secs": timeout_secs, "wait_seconds": wait_seconds,
+            "cwd": str((cwd or Path.cwd()).absolute())}
+    result = client.call("run", args, timeout=wait_seconds + 60)
+    _show(result, as_json)
+    sys.exit(_exit_for(result.data))
+
+
+@main.command("status")
+@click.argument("task_id", metavar="ID")
+@click.option("--wait", "wait_seconds", type=click.FloatRange(min=0), help="Wait up to this many seconds for the end.")
+@json_option
+@click.pass_obj
+def status_cmd(client: Client, task_id: str, wait_seconds: float | None, as_json: bool) -> None:
+    """Show a task's status, resources and the tails of its output."""
+    _show(client.call("status", {"id": task_id, "wait_seconds": wait_seconds}, timeout=(wait_seconds or 0) + 60), as_json)
+
+
+@main.command("kill")
+@click.argument("task_id", metavar="ID")
+@click.option("--force", is_flag=True, help="SIGKILL instead of SIGINT.")
+@json_option
+@click.pass_obj
+def kill_cmd(client: Client, task_id: str, force: bool, as_json: bool) -> None:
+    """Stop a task (SIGINT to its group; --force: SIGKILL). Returns at once."""
+    _show(client.call("kill", {"id": task_id, "force": force}), as_json)
+
+
+@main.command("list")
+@click.option("--state", type=click.Choice(["pending", "running", "done", "timed_out", "killed", "interrupted"]))
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@json_option
+@click.pass_obj
+def list_cmd(client: Client, state: str | None, limit: int, as_json: bool) -> None:
+    """List tasks, newest first."""
+    _show(client.call("list", {"state": state, "limit": limit}), as_json)
+
+
+@main.command("tail")
+@click.argument("task_id", metavar="ID")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing output until the task ends; exit with its code.")
+@click.option("--stderr", "stream", flag_value="stderr", help="Show stderr instead of stdout.")
+@click.option("--stdout", "stream", flag_value="stdout", default=True, hidden=True)
+@click.option("-c", "--bytes", "count", type=click.IntRange(min=0), default=4096, show_default=True,
+              help="Start with the last this many bytes.")
+@click.pass_obj
+def tail_cmd(client: Client, task_id: str, follow: bool, stream: str, count: int) -> None:
+    """Print the end of a task's output file (read directly from the daemon's state directory)."""
+    data = client.call("status", {"id": task_id}).data
+    path = Path(data[stream]["path"])
+    out = sys.stdout.buffer
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - count))
+            _copy(f, out)
+            while follow and data.get("status") in ("pending", "running"):
+                started = time.monotonic()
+                data = client.call("status", {"id": task_id, "wait_seconds": FOLLOW_STEP}).data
+                _copy(f, out)
+                if data.get("wait", {}).get("skipped"):  # the daemon had no wait slot: do not spin
+                    time.sleep(max(0.0, FOLLOW_STEP - (time.monotonic() - started)))
+            _copy(f, out)
+    except FileNotFoundError:
+        raise click.ClickException(f"{path}: no such file (is the daemon's state directory on this machine?)") from None
+    except PermissionError:
+        raise click.ClickException(f"{path}: permission denied (the files are 0600, owned by the daemon's user)") from None
+    sys.exit(_exit_for(data) if follow else 0)
+
+
+def _copy(src, out) -> None:
+    while chunk := src.read(1 << 16):
+        out.write(chunk)
+    out.flush()

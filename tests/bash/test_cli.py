@@ -1,0 +1,92 @@
+"""hive-bash-daemon as a real subprocess, driven by the hive-bash operator CLI (click's CliRunner, real HTTP):
+exit codes with meaning, --json, tail -f, clean shutdown on SIGTERM and a restart after kill -9."""
+
+import json
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hivebash.cli import main
+from hivebash_testkit import marked_processes, wait_until
+
+DAEMON = str(Path(sys.executable).parent / "hive-bash-daemon")
+
+
+@pytest.fixture
+def bash_daemon(daemon_factory, tmp_path):
+    def start(*extra):
+        return daemon_factory([DAEMON, "--state-dir", str(tmp_path / "state"), "--kill-grace", "0.3", *extra])
+    return start
+
+
+def hb(daemon, *args):
+    result = CliRunner().invoke(main, ["--url", daemon.url, *args], catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def test_run_wait_exits_with_the_tasks_code_and_json_is_exact(bash_daemon, tmp_path):
+    d = bash_daemon()
+    code, out = hb(d, "run", "--wait", "20", "--name", "seven", "echo", "hi;", "exit", "7")
+    assert code == 7 and out.startswith("id=seven status=done exit_code=7") and "\nhi\n" in out
+    code, out = hb(d, "status", "seven", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["exit_code"] == 7 and data["cwd"] == str(Path.cwd())
+    code, out = hb(d, "run", "--wait", "20", "--cwd", str(tmp_path), "pwd")
+    assert code == 0 and f"\n{tmp_path}\n" in out
+    code, out = hb(d, "run", "--wait", "20", "--timeout", "1", "sleep 30")
+    assert code == 124 and "status=timed_out" in out
+
+
+def test_background_run_tail_follow_list_and_kill(bash_daemon):
+    d = bash_daemon()
+    code, out = hb(d, "run", "--name", "ticks", "for i in 1 2 3; do echo tick $i; echo e$i >&2; sleep 0.2; done; exit 3")
+    assert code == 0 and out.startswith("task started: id=ticks")
+    code, out = hb(d, "tail", "-f", "ticks")
+    assert code == 3 and out == "tick 1\ntick 2\ntick 3\n"
+    code, out = hb(d, "tail", "--stderr", "ticks")
+    assert code == 0 and out == "e1\ne2\ne3\n"
+    hb(d, "run", "--name", "sleeper", "sleep 300")
+    code, out = hb(d, "list")
+    assert code == 0 and out.splitlines()[0] == "tasks=2 shown=2" and out.splitlines()[2].startswith("sleeper ")
+    code, out = hb(d, "list", "--json", "--state", "done")
+    assert [t["id"] for t in json.loads(out)["tasks"]] == ["ticks"]
+    code, out = hb(d, "kill", "--force", "sleeper")
+    assert code == 0 and "action=signalled" in out
+    code, out = hb(d, "status", "--wait", "10", "sleeper")
+    assert "status=killed" in out and "signal=SIGKILL" in out
+
+
+def test_refusals_and_unreachable_daemon_have_their_own_exit_codes(bash_daemon):
+    d = bash_daemon()
+    code, out = hb(d, "status", "nope")
+    assert code == 1 and "no task 'nope'" in out
+    code, out = hb(d, "run", "--name", "Bad!", "true")
+    assert code == 1 and "name" in out
+    result = CliRunner().invoke(main, ["--url", "http://127.0.0.1:1/mcp", "list"])
+    assert result.exit_code == 3 and "cannot reach" in result.output
+
+
+def test_sigterm_stops_tasks_records_them_interrupted_and_restart_after_kill_9(bash_daemon, tmp_path):
+    d = bash_daemon()
+    hb(d, "run", "--name", "tree", "echo out; sleep 300 & setsid sleep 301 & wait")
+    record = tmp_path / "state" / "bash-tasks" / "tree.json"
+    marker = json.loads(record.read_text())["marker"]
+    assert wait_until(lambda: len(marked_processes(marker)) >= 3)
+    assert d.stop(signal.SIGTERM) == 0
+    assert json.loads(record.read_text())["state"] == "interrupted"
+    assert marked_processes(marker) == []  # nothing it started outlives it
+
+    d2 = bash_daemon()
+    hb(d2, "run", "--name", "orphaned", "echo kept; sleep 300 & setsid sleep 301 & wait")
+    marker2 = json.loads((tmp_path / "state" / "bash-tasks" / "orphaned.json").read_text())["marker"]
+    assert wait_until(lambda: len(marked_processes(marker2)) >= 3)
+    d2.stop(signal.SIGKILL)
+    d3 = bash_daemon()
+    code, out = hb(d3, "status", "orphaned")
+    assert "status=interrupted" in out and "\nkept\n" in out
+    assert wait_until(lambda: marked_processes(marker2) == [], timeout=5)
+    code, out = hb(d3, "status", "tree")
+    assert "status=interrupted" in out and "\nout\n" in out
