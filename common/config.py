@@ -58,6 +58,13 @@ class ServerSettings:
             )
         if not 0 <= self.port <= 65535:
             raise click.BadParameter("must be 0..65535", param_hint="--port")
+        # With no room for a session (or a TTL that is already over) every initialize mints an id that is
+        # gone before the client's next request: each handshake-era client then fails with 404 (seen with the
+        # TypeScript SDK and --max-sessions 0).
+        if self.max_sessions < 1:
+            raise click.BadParameter("must be at least 1, or no handshake-era client can connect", param_hint="--max-sessions")
+        if not self.session_ttl > 0:
+            raise click.BadParameter("must be > 0 seconds, or no handshake-era client can connect", param_hint="--session-ttl")
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,16 @@ Why it matters: Claude Code reconnects every turn and never sends DELETE (FACTS.
 cap the table grows forever; an expired id must simply be unknown (the transport answers 404).
 """
 
+import subprocess
+import sys
 import threading
 
+import click
 import pytest
 
+from common.config import ServerSettings
 from common.mcp_sessions import SessionTable
+from daemon_harness import ECHO_SERVER
 
 
 class FakeClock:
@@ -120,3 +125,21 @@ def test_concurrent_creates_respect_the_cap(clock):
     for t in threads:
         t.join()
     assert len(table) == 20
+
+
+
+@pytest.mark.parametrize("knobs,flag", [({"max_sessions": 0}, "--max-sessions"), ({"session_ttl": 0.0}, "--session-ttl"),
+                                        ({"session_ttl": -5.0}, "--session-ttl")])
+def test_settings_refuse_a_session_table_no_client_could_use(knobs, flag):
+    with pytest.raises(click.BadParameter) as info:
+        ServerSettings(**knobs).validate()
+    assert info.value.param_hint == flag
+
+
+def test_daemon_refuses_max_sessions_zero_at_start(tmp_path):
+    """Regression: --max-sessions 0 used to start, then evicted each session as it was created, so every
+    handshake-era client (the TypeScript SDK) got 404 right after initialize. Now it is refused at start."""
+    proc = subprocess.run([sys.executable, str(ECHO_SERVER), "--port", "0", "--max-sessions", "0"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2, proc.stderr
+    assert "--max-sessions" in proc.stderr and "Traceback" not in proc.stderr
