@@ -83,7 +83,7 @@ def _timestamp(value: Any) -> float | None:
         return None
 
 
-def _text_of(content: Any) -> str:
+def text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -105,7 +105,7 @@ def is_prompt(entry: dict) -> bool:
             return False
     elif not isinstance(content, str):
         return False
-    return not _text_of(content).startswith(INTERRUPT_MARK)
+    return not text_of(content).startswith(INTERRUPT_MARK)
 
 
 @dataclass
@@ -165,14 +165,14 @@ class _Reader:
             t.cost_usd = float(entry["totalCostUSD"])
         if is_prompt(entry):
             t.turns += 1
-            self.turn = LastTurn(prompt=_text_of(entry["message"]["content"]), started_at=stamp, cost_before_usd=t.cost_usd)
+            self.turn = LastTurn(prompt=text_of(entry["message"]["content"]), started_at=stamp, cost_before_usd=t.cost_usd)
             self.last_message_id = None
             return
         if self.turn is None:
             return
         if stamp is not None:
             self.turn.ended_at = stamp
-        if kind == "user" and _text_of((entry.get("message") or {}).get("content")).startswith(INTERRUPT_MARK):
+        if kind == "user" and text_of((entry.get("message") or {}).get("content")).startswith(INTERRUPT_MARK):
             self.turn.outcome = "interrupted"
         elif kind == "assistant":
             self._assistant(entry)
@@ -180,7 +180,7 @@ class _Reader:
     def _assistant(self, entry: dict) -> None:
         message = entry.get("message") or {}
         synthetic = message.get("model") == "<synthetic>"
-        text = _text_of(message.get("content"))
+        text = text_of(message.get("content"))
         if entry.get("isApiErrorMessage"):
             self.turn.outcome, self.turn.result_text = "error", text
             return
@@ -208,7 +208,7 @@ class _Reader:
         return self.t
 
 
-def _entries(lines: Iterable[bytes]) -> Iterator[dict]:
+def iter_entries(lines: Iterable[bytes]) -> Iterator[dict]:
     for raw in lines:
         try:
             entry = json.loads(raw)
@@ -227,7 +227,7 @@ def read_transcript(path: Path) -> Transcript:
     with open(path, "rb") as f:
         st = os.fstat(f.fileno())
         reader = _Reader(Transcript(path=path, session_id=_session_id_of(path), archived=not path.name.endswith(".jsonl")))
-        for entry in _entries(f):
+        for entry in iter_entries(f):
             reader.feed(entry)
     transcript = reader.finish()
     transcript.mtime = st.st_mtime
@@ -243,7 +243,7 @@ def title_from_tail(path: Path, tail_bytes: int = TAIL_BYTES) -> tuple[bool, str
     for raw in reversed(chunk.split(b"\n")):
         if b'"custom-title"' not in raw:
             continue
-        for entry in _entries([raw]):
+        for entry in iter_entries([raw]):
             if entry.get("type") == "custom-title" and isinstance(entry.get("customTitle"), str):
                 return True, entry["customTitle"]
     return size <= tail_bytes, None

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-_DIRECTIVE = re.compile(r"MOCK:(sleep|fail|reply|tool|cost)=([^\n]*)")
+# reply and tool take the rest of their line; the others one word, so "MOCK:sleep=5 MOCK:reply=hi" works.
+_DIRECTIVE = re.compile(r"MOCK:(sleep|fail|cost)=(\S+)|MOCK:(reply|tool)=([^\n]*)")
 
 
 @dataclass
@@ -82,8 +83,8 @@ def current_prompt(messages: list[dict]) -> tuple[str, str | None]:
 
 def parse_directives(text: str) -> Directives:
     d = Directives()
-    for key, value in _DIRECTIVE.findall(text):
-        value = value.strip()
+    for word_key, word_value, line_key, line_value in _DIRECTIVE.findall(text):
+        key, value = (word_key, word_value) if word_key else (line_key, line_value.strip())
         if key == "sleep":
             d.sleep = float(value)
         elif key == "fail":

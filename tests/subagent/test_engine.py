@@ -1,0 +1,298 @@
+"""The engine against a fake claude (fake_claude.py): real processes, signals and files, seconds not minutes.
+
+The real CLI covers the same verbs in test_interop_claude.py; here are the cases claude cannot be made to
+produce on cue: SIGINT ignored (escalation to SIGKILL), a tool process in a session of its own, a crash or
+a failure status without a result, the turn timeout, max_running, shutdown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from common.waiting import wait_for
+from hivesubagent.engine import SubagentError, TurnState, open_prompt_file
+from hivesubagent.sessions import SessionStore
+
+
+def wait_running_in_fake(engine, name: str, seconds: float = 10.0) -> None:
+    """Until the fake wrote its init line (it then installs its SIGINT handler right after)."""
+    with engine._cond:
+        ok = wait_for(engine._cond, lambda: name in engine._turns and engine._turns[name].stream.init_seen, seconds)
+    assert ok, f"{name} did not report init within {seconds}s"
+    time.sleep(0.1)  # the fake sets its SIGINT handler just after printing init: let it get there
+
+
+def fake_log(tmp_path: Path) -> list[dict]:
+    path = tmp_path / "fake-claude.log"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_start_runs_in_background_and_sends_one_todo(engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path):
+    engine, todos = engine_factory(fake_claude_bin, fake_env)
+    view = engine.start("alpha", str(prompt_file), trigger="FAKE:sleep=1 FAKE:reply=done here")
+    assert view["state"] in ("running", "starting") and view["running"] is True
+    assert view["session_id"] and view["pid"]
+    todo = todos.wait_upserts("alpha")[0]
+    assert todo["summary"].startswith("subagent alpha: turn 1 completed")
+    assert todo["body"].splitlines()[0].startswith("outcome=completed name=alpha")
+    assert "done here" in todo["body"] and 'continue(name="alpha"' in todo["body"]
+    assert todo["data"]["outcome"]["cost_usd"] == pytest.approx(0.01)
+    # clear first (the previous turn's todo is stale once a new turn starts), then exactly one upsert
+    assert [e[0] for e in todos.events if e[1] == "alpha"] == ["clear", "upsert"]
+    call = fake_log(tmp_path)[0]
+    assert call["prompt"] == "FAKE:sleep=1 FAKE:reply=done here"
+    argv = call["argv"]
+    assert argv[:2] == ["-p", "--name"] and "--dangerously-skip-permissions" in argv and "--strict-mcp-config" in argv
+    assert argv[argv.index("--session-id") + 1] == view["session_id"]
+    assert argv[argv.index("--append-system-prompt-file") + 1].startswith("/dev/fd/")
+
+
+def test_default_trigger_and_model_flag(engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path):
+    engine, todos = engine_factory(fake_claude_bin, fake_env)
+    engine.start("beta", str(prompt_file), model="claude-haiku-4-5")
+    todos.wait_upserts("beta")
+    call = fake_log(tmp_path)[0]
+    assert call["prompt"] == "Carry out your instructions."
+    assert call["argv"][call["argv"].index("--model") + 1] == "claude-haiku-4-5"
+
+
+def test_continue_resumes_by_id_and_counts_cost(engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path):
+    engine, todos = engine_factory(fake_claude_bin, fake_env)
+    first = engine.start("gamma", str(prompt_file), trigger="one")
+    todos.wait_upserts("gamma")
+    engine.continue_("gamma", "two FAKE:reply=second answer")
+    todo = todos.wait_upserts("gamma", 2)[1]
+    assert todo["data"]["turn"] == 2 and todo["data"]["session_id"] == first["session_id"]
+    assert todo["data"]["outcome"]["cost_usd"] == pytest.approx(0.01)
+    assert todo["data"]["outcome"]["total_cost_usd"] == pytest.approx(0.02)
+    argv = fake_log(tmp_path)[1]["argv"]
+    assert argv[argv.index("--resume") + 1] == first["session_id"] and "--name" not in argv
+    status = engine.status("gamma")
+    assert status["running"] is False and status["turns"] == 2
+    assert status["last_turn"]["outcome"] == "completed" and status["last_turn"]["result_text"] == "second answer"
+    assert status["total_cost_usd"] == pytest.approx(0.02)
+
+
+def test_refusals_while_running_and_max_running(engine_factory, fake_claude_bin, fake_env, prompt_file):
+    engine, todos = engine_factory(fake_claude_bin, fake_env, max_running=2)
+    engine.start("one", str(prompt_file), trigger="FAKE:sleep=30")
+    with pytest.raises(SubagentError, match="refused: 'one' is running"):
+        engine.start("one", str(prompt_file))
+    with pytest.raises(SubagentError, match="refused: 'one' is running"):
+        engine.continue_("one", "more")
+    engine.start("two", str(prompt_file), trigger="FAKE:sleep=30")
+    with pytest.raises(SubagentError, match="max_running=2"):
+        engine.start("three", str(prompt_file))
+    assert engine.running_names() == ["one", "two"]
+    assert engine.status()["running"] == 2
+
+
+def test_soft_interrupt_escalates_to_sigkill_when_sigint_is_ignored(engine_factory, fake_claude_bin, fake_env, prompt_file):
+    engine, todos = engine_factory(fake_claude_bin, fake_env, kill_grace=0.5)
+    engine.start("stubborn", str(prompt_file), trigger="FAKE:ignore-int FAKE:sleep=60")
+    wait_running_in_fake(engine, "stubborn")
+    view = engine.interrupt("stubborn")
+    assert view["state"] == "ended"
+    assert view["outcome"]["outcome"] == "killed"
+    assert set(view["signals"]) == {"SIGINT", "SIGKILL"} and "after SIGINT" in view["signals"]["SIGKILL"]
+    assert todos.wait_upserts("stubborn")[0]["data"]["outcome"]["outcome"] == "killed"
+
+
+def test_soft_interrupt_records_interrupted(engine_factory, fake_claude_bin, fake_env, prompt_file):
+    engine, todos = engine_factory(fake_claude_bin, fake_env)
+    engine.start("soft", str(prompt_file), trigger="FAKE:sleep=60")
+    wait_running_in_fake(engine, "soft")
+    view = engine.interrupt("soft")
+    assert view["outcome"]["outcome"] == "interrupted" and view["outcome"]["exited_without_result"] is True
+    assert list(view["signals"]) == ["SIGINT"]
+    assert engine.status("soft")["last_turn"]["outcome"] == "interrupted"
+
+
+def test_forced_interrupt_kills_tool_processes_outside_the_group(engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path):
+    """claude's Bash tool runs commands in a session of their own; killpg alone would orphan them."""
+    engine, todos = engine_factory(fake_claude_bin, fake_env)
+    pidfile = tmp_path / "grandchild.pid"
+    engine.start("tree", str(prompt_file), trigger=f"FAKE:grandchild={pidfile}\nFAKE:sleep=60")
+    wait_running_in_fake(engine, "tree")
+    with engine._cond:
+        wait_for(engine._cond, lambda: pidfile.exists() and pidfile.read_text().strip() != "", 10.0)
+    grandchild = psutil.Process(int(pidfile.read_text()))
+    assert os.getsid(grandchild.pid) == grandchild.pid  # really outside claude's group and session
+    view = engine.interrupt("tree", force=True)
+    assert view["outcome"]["outcome"] == "killed" and view["signals"] == {"SIGKILL": "interrupt(force=true)"}
+    grandchild.wait(10)  # raises TimeoutExpired if it survived
+    assert not grandchild.is_running()
+
+
+def test_turn_timeout_interrupts(engine_factory, fake_claude_bin, fake_env, prompt_file):
+    engine, todos = engine_factory(fake_claude_bin, fake_env, turn_timeout=1.0)
+    engine.start("slow", str(prompt_file), trigger="FAKE:sleep=60")
+    todo = todos.wait_upserts("slow", seconds=30)[0]
+    assert todo["data"]["outcome"]["outcome"] == "interrupted"
+    assert "turn_timeout=1s" in todo["data"]["signals"]["SIGINT"]
+
+
+@pytest.mark.parametrize(
+    "trigger, outcome, detail",
+    [
+        ("FAKE:exit=3", "error", "claude exited with status 3 without a result: fake claude: failing on request"),
+        ("FAKE:noresult", "interrupted", "claude exited without a result"),
+        ("FAKE:error", "error", "API error 500"),
+    ],
+)
+def test_outcomes_without_a_clean_result(engine_factory, fake_claude_bin, fake_env, prompt_file, trigger, outcome, detail):
+    engine, todos = engine_factory(fake_claude_bin, fake_env)
+    engine.start("odd", str(prompt_file), trigger=trigger)
+    data = todos.wait_upserts("odd")[0]["data"]["outcome"]
+    assert data["outcome"] == outcome and data["detail"] == detail
+
+
+def test_continue_of_unknown_name_and_interrupt_of_idle_name(engine_factory, fake_claude_bin, fake_env, prompt_file):
+    engine, todos = engine_factory(fake_claude_bin, fake_env)
+    with pytest.raises(SubagentError, match="no session named 'ghost'"):
+        engine.continue_("ghost", "hello")
+    with pytest.raises(SubagentError, match="'ghost' is not running"):
+        engine.interrupt("ghost")
+    with pytest.raises(SubagentError, match="no session named 'ghost'"):
+        engine.status("ghost")
+    assert engine.running_names() == []  # refusals release the reservation
+
+
+@pytest.mark.parametrize("bad", ["Bad", "", "a" * 64, "with space", "x\n", "../etc", "a_b"])
+def test_bad_names_are_refused_before_anything_runs(engine_factory, fake_claude_bin, fake_env, prompt_file, bad, tmp_path):
+    engine, todos = engine_factory(fake_claude_bin, fake_env)
+    for call in (lambda: engine.start(bad, str(prompt_file)), lambda: engine.continue_(bad, "x"), lambda: engine.interrupt(bad), lambda: engine.status(bad)):
+        with pytest.raises(SubagentError, match=r"^name: .*\[a-z0-9-\]\{1,63\}"):
+            call()
+    assert fake_log(tmp_path) == []
+
+
+def test_prompt_file_rules(tmp_path):
+    regular = tmp_path / "ok.md"
+    regular.write_text("x")
+    link_to_regular = tmp_path / "link.md"
+    link_to_regular.symlink_to(regular)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    link_to_dir = tmp_path / "dirlink"
+    link_to_dir.symlink_to(tmp_path)
+    link_to_fifo = tmp_path / "fifolink"
+    link_to_fifo.symlink_to(fifo)
+    unreadable = tmp_path / "secret.md"
+    unreadable.write_text("x")
+    unreadable.chmod(0)
+    for good in (regular, link_to_regular):
+        fd = open_prompt_file(str(good))
+        assert stat.S_ISREG(os.fstat(fd).st_mode)
+        os.close(fd)
+    cases = {
+        str(tmp_path / "missing.md"): "does not exist",
+        str(tmp_path): "is a directory, not a regular file",
+        str(link_to_dir): "is a directory, not a regular file",
+        str(fifo): "is a FIFO, not a regular file",  # must not hang: opened O_NONBLOCK
+        str(link_to_fifo): "is a FIFO, not a regular file",
+        "relative/path.md": "must be an absolute path",
+        "": "must be a non-empty path",
+    }
+    if os.geteuid() != 0:  # root reads mode-0 files: no refusal to see there
+        cases[str(unreadable)] = "is not readable"
+    for path, message in cases.items():
+        with pytest.raises(SubagentError, match=r"^prompt_file: .*" + message):
+            open_prompt_file(path)
+
+
+def test_blank_prompts_are_refused(engine_factory, fake_claude_bin, fake_env, prompt_file):
+    engine, todos = engine_factory(fake_claude_bin, fake_env)
+    with pytest.raises(SubagentError, match="^trigger: must be a non-empty text"):
+        engine.start("blank", str(prompt_file), trigger="  \n")
+    engine.start("blank", str(prompt_file), trigger="FAKE:reply=ok")
+    todos.wait_upserts("blank")
+    with pytest.raises(SubagentError, match="^prompt: must be a non-empty text"):
+        engine.continue_("blank", "")
+
+
+def test_start_archives_the_finished_session_of_that_name(engine_factory, fake_claude_bin, fake_env, prompt_file):
+    engine, todos = engine_factory(fake_claude_bin, fake_env)
+    first = engine.start("again", str(prompt_file), trigger="first")
+    todos.wait_upserts("again")
+    second = engine.start("again", str(prompt_file), trigger="second")
+    todos.wait_upserts("again", 2)
+    assert second["session_id"] != first["session_id"]
+    assert second["archived"] == [first["transcript"] + ".archived"]
+    assert Path(first["transcript"] + ".archived").exists() and not Path(first["transcript"]).exists()
+    status = engine.status("again")
+    assert status["session_id"] == second["session_id"] and status["turns"] == 1
+
+
+def test_a_claude_this_daemon_did_not_start_blocks_the_session(engine_factory, fake_claude_bin, fake_env, prompt_file):
+    """Claude's own registry (<config>/sessions/<pid>.json) names a live pid: two writers must not share a transcript."""
+    engine, todos = engine_factory(fake_claude_bin, fake_env)
+    first = engine.start("shared", str(prompt_file), trigger="first")
+    todos.wait_upserts("shared")
+    sessions = Path(fake_env["HOME"]) / ".claude" / "sessions"
+    sessions.mkdir(parents=True)
+    me = psutil.Process()
+    ticks = round((me.create_time() - psutil.boot_time()) * os.sysconf("SC_CLK_TCK"))
+    record = {"pid": me.pid, "sessionId": first["session_id"], "name": "shared", "procStart": str(ticks)}
+    (sessions / f"{me.pid}.json").write_text(json.dumps(record))
+    with pytest.raises(SubagentError, match=f"running in another claude process \\(pid {me.pid}\\)"):
+        engine.continue_("shared", "more")
+    with pytest.raises(SubagentError, match="running in another claude process"):
+        engine.start("shared", str(prompt_file))
+    # a stale record (a start time that is not this pid's) is ignored
+    (sessions / f"{me.pid}.json").write_text(json.dumps({**record, "procStart": str(ticks + 1000)}))
+    engine.continue_("shared", "FAKE:reply=fine")
+    assert todos.wait_upserts("shared", 2)[1]["data"]["outcome"]["outcome"] == "completed"
+
+
+def test_shutdown_interrupts_every_running_turn_and_refuses_new_ones(engine_factory, fake_claude_bin, fake_env, prompt_file):
+    engine, todos = engine_factory(fake_claude_bin, fake_env, kill_grace=0.5)
+    engine.start("s1", str(prompt_file), trigger="FAKE:sleep=60")
+    engine.start("s2", str(prompt_file), trigger="FAKE:ignore-int FAKE:sleep=60")
+    wait_running_in_fake(engine, "s1")
+    wait_running_in_fake(engine, "s2")
+    pids = [engine._turns[n].pid for n in ("s1", "s2")]
+    engine.shutdown()
+    assert engine.running_names() == []
+    assert todos.upserts("s1")[0]["data"]["outcome"]["outcome"] == "interrupted"
+    assert todos.upserts("s2")[0]["data"]["outcome"]["outcome"] == "killed"
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
+    with pytest.raises(SubagentError, match="shutting down"):
+        engine.start("s3", str(prompt_file))
+
+
+def test_unrunnable_claude_bin_is_a_clear_error(engine_factory, fake_env, prompt_file, tmp_path):
+    engine, todos = engine_factory(str(tmp_path / "no-such-claude"), fake_env)
+    with pytest.raises(SubagentError, match="cannot run claude_bin"):
+        engine.start("nobin", str(prompt_file))
+    assert engine.running_names() == [] and todos.events == []
+
+
+def test_parallel_starts_of_one_name_run_once(engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path):
+    engine, todos = engine_factory(fake_claude_bin, fake_env)
+    results: list[str] = []
+
+    def attempt():
+        try:
+            engine.start("race", str(prompt_file), trigger="FAKE:sleep=5")
+            results.append("ok")
+        except SubagentError as exc:
+            results.append(str(exc))
+
+    threads = [threading.Thread(target=attempt) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert results.count("ok") == 1, results
+    assert len(fake_log(tmp_path)) == 1
+    assert len(SessionStore(engine.workdir, engine.env).find_all("race")) <= 1
+    assert engine._turns["race"].state in (TurnState.RUNNING, TurnState.STOPPING)
