@@ -40,6 +40,7 @@ let
   mkService = d: env: {
     inherit (d) description;
     wantedBy = [ "multi-user.target" ];
+    inherit (units) unitConfig;
     path = servicePath;
     environment = units.environment d
       // lib.optionalAttrs (config.hyperhive.agentSocket != null) {

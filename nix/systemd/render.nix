@@ -39,6 +39,9 @@ let
         ""
         "[Unit]"
         "Description=${d.description}"
+      ]
+      (map (k: "${k}=${value units.unitConfig.${k}}") (sort lessThan (attrNames units.unitConfig)))
+      [
         ""
         "[Service]"
       ]

@@ -56,6 +56,15 @@ rec {
     "${d.envPrefix}_KILL_GRACE" = toString d.killGrace;
   };
 
+  # The [Unit] settings both daemons share. With Restart=on-failure every 2 s and systemd's default limit
+  # (5 starts in 10 s) a crash loop never hits the limit, since a start takes longer than the rest: it would
+  # restart forever. Five starts a minute, then stop (`start-limit-hit`, see docs/operations.md): a transient
+  # cause gets five tries, a lasting one stops filling the journal.
+  unitConfig = {
+    StartLimitIntervalSec = 60;
+    StartLimitBurst = 5;
+  };
+
   # The [Service] settings both daemons share; `d` is one of `daemons` above.
   serviceConfig = d: {
     # The daemon sends READY=1 over $NOTIFY_SOCKET once it listens: dependants start only when it serves.

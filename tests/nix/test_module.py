@@ -80,6 +80,8 @@ def test_services_have_the_unit_settings(evaluate_module):
         assert sc["User"] == "root"
         assert sc["ExecStart"].endswith(f"-hive-daemons-0.1.0/bin/{command}")
         assert services[name]["wantedBy"] == ["multi-user.target"]
+        # A lasting failure stops after five starts a minute instead of restarting every 2 s forever.
+        assert services[name]["unitConfig"] == {"StartLimitIntervalSec": 60, "StartLimitBurst": 5}
         assert services[name]["path"][0] == "/run/wrappers"  # sudo's setuid wrapper first, as in a login shell
 
 

@@ -65,7 +65,8 @@ def test_plain_unit_agrees_with_the_nixos_service(unit, nixos_services):
     # The plain unit's fixed environment is the part of the NixOS one that does not come from options.
     plain_env = dict(e.split("=", 1) for e in service["Environment"])
     assert plain_env.items() <= nixos["environment"].items()
-    assert plain["Unit"]["Description"] == [nixos["description"]]
+    assert plain["Unit"].pop("Description") == [nixos["description"]]
+    assert {k: v[0] for k, v in plain["Unit"].items()} == {k: systemd_value(v) for k, v in nixos["unitConfig"].items()}
     assert plain["Install"]["WantedBy"] == nixos["wantedBy"]
 
 
