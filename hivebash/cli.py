@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import resource
 import signal
 import sys
 import time
@@ -57,6 +58,7 @@ def daemon_main(**options: Any) -> None:
 
     settings = settings_from_options(BashSettings, options)
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _raise_fd_limit()
     # Before any task starts: orphans of tasks (setsid escapees, & children of a finished shell) must be
     # re-parented to us, not to init, so a kill can find and stop them.
     subreaper = become_subreaper()
@@ -72,6 +74,19 @@ def daemon_main(**options: Any) -> None:
         engine.shutdown()
         todos.flush(2.0)
         todos.close()
+
+
+def _raise_fd_limit() -> None:
+    """Each running task holds two descriptors (its leader's pidfd and a wake-up eventfd); systemd's default
+    soft limit (1024) would cap max-running near 500. Raise the soft limit to the hard one (capped)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    target = min(target, 1 << 20)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as exc:
+            logging.getLogger(__name__).warning("cannot raise the open-files limit: %s", exc)
 
 
 # ----- the operator's client ----------------------------------------------------------------------------------

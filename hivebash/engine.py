@@ -517,11 +517,15 @@ class Engine:
                 self._queue.remove(task.id)
                 self._end_without_process(task, T.KILLED, "killed by request before it started")
                 action, message = "cancelled", f"task {task.id} was pending: cancelled before it started"
-            elif not task.terminal and task.id not in self._leader_exited:
+            elif not task.terminal and (task.id not in self._leader_exited or task.kill_signal or task.timed_out):
+                # Running, or its worker is stopping what the leader left (a force kill escalates that at once).
                 self._signal_locked(task, sig)
                 action = "signalled"
-                message = (f"sent {sig} to the process group of task {task.id}; the result will surface as a todo "
-                           "(or check with status)")
+                if task.id in self._leader_exited:
+                    message = f"task {task.id} is ending; {sig} goes to the processes it left behind"
+                else:
+                    message = (f"sent {sig} to the process group of task {task.id}; the result will surface as a "
+                               "todo (or check with status)")
                 if not force:
                     message += "; if it does not exit, call kill again with force=true"
             else:

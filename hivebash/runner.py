@@ -159,20 +159,25 @@ class ProcSet:
             except ProcessLookupError:
                 pass
 
-    def wait(self, deadline: float) -> bool:
-        """Wait until every process has exited or the monotonic `deadline` passes; True if all are gone."""
+    def wait(self, deadline: float, wake_fd: int | None = None) -> str:
+        """Wait until every process has exited ("gone"), the monotonic `deadline` passes ("deadline"), or
+        `wake_fd` becomes readable ("woken")."""
         poller = select.poll()
         for fd in self.fds:
             poller.register(fd, select.POLLIN)
+        if wake_fd is not None:
+            poller.register(wake_fd, select.POLLIN)
         pending = set(self.fds)
         while pending:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                break
+                return "deadline"
             for fd, _ in poller.poll(remaining * 1000):
+                if fd == wake_fd:
+                    return "woken"
                 pending.discard(fd)
                 poller.unregister(fd)
-        return not pending
+        return "gone"
 
     def alive(self) -> list[ProcInfo]:
         gone = set()
@@ -189,20 +194,40 @@ class ProcSet:
         self.fds.clear()
 
 
-def stop_processes(procs: Iterable[ProcInfo], force: bool, deadline: float) -> None:
-    """SIGTERM (or SIGKILL when `force`), wait until `deadline`, then SIGKILL whatever is left."""
+def stop_processes(procs: Iterable[ProcInfo], force: bool, deadline: float, wake_fd: int | None = None,
+                   escalate: Callable[[], bool] | None = None) -> None:
+    """SIGTERM (or SIGKILL when `force`), wait until `deadline`, then SIGKILL whatever is left.
+
+    `wake_fd` readable and `escalate()` true (a forced kill arrived during the grace): SIGKILL at once.
+    """
     held = ProcSet(procs)
     try:
         if not held:
             return
         if not force:
             held.signal(signal.SIGTERM)
-            if held.wait(deadline):
-                return
+            while True:
+                outcome = held.wait(deadline, wake_fd)
+                if outcome == "gone":
+                    return
+                if outcome == "deadline":
+                    break
+                drain_eventfd(wake_fd)
+                if escalate is not None and escalate():
+                    break
         held.signal(signal.SIGKILL)
         held.wait(time.monotonic() + _AFTER_SIGKILL_WAIT)
     finally:
         held.close()
+
+
+def drain_eventfd(fd: int | None) -> None:
+    if fd is None:
+        return
+    try:
+        os.eventfd_read(fd)
+    except BlockingIOError:
+        pass
 
 
 def is_alive(info: ProcInfo) -> bool:
@@ -307,7 +332,9 @@ class TaskRunner:
         self.subreaper = subreaper
         self.base_env = dict(os.environ if env is None else env)
         self.daemon_peak_rss = 0
-        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        # An eventfd the engine writes to (kill asked) and the worker polls beside the leader's pidfd.
+        self._wake: int | None = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._wake_lock = threading.Lock()
         self.thread = threading.Thread(target=self._main, name=f"task-{task.id}", daemon=True)
 
     def start(self) -> None:
@@ -315,10 +342,9 @@ class TaskRunner:
 
     def poke(self) -> None:
         """Wake the worker (a kill was asked); never blocks."""
-        try:
-            os.write(self._wake_w, b"!")
-        except BlockingIOError:
-            pass  # a wake-up is already queued
+        with self._wake_lock:
+            if self._wake is not None:
+                os.eventfd_write(self._wake, 1)
 
     def _main(self) -> None:
         try:
@@ -329,8 +355,9 @@ class TaskRunner:
             log.exception("worker of task %s failed", self.task.id)
             self.hooks.on_spawn_failed(self.task, "internal error in the worker (see the daemon log)")
         finally:
-            os.close(self._wake_r)
-            os.close(self._wake_w)
+            with self._wake_lock:
+                os.close(self._wake)
+                self._wake = None
 
     def _spawn(self) -> subprocess.Popen | None:
         task = self.task
@@ -385,7 +412,7 @@ class TaskRunner:
         task = self.task
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
-        poller.register(self._wake_r, select.POLLIN)
+        poller.register(self._wake, select.POLLIN)
         deadline = (task.started_mono or time.monotonic()) + task.timeout_secs if task.timeout_secs else None
         hard_deadline: float | None = None  # when SIGKILL follows the SIGTERM of a timeout
         while True:
@@ -395,8 +422,8 @@ class TaskRunner:
             events = dict(poller.poll(timeout_ms))
             if pidfd in events:
                 return time.monotonic()
-            if self._wake_r in events:
-                self._drain_wakeups()
+            if self._wake in events:
+                drain_eventfd(self._wake)
                 continue
             now = time.monotonic()
             if hard_deadline is not None and now >= hard_deadline:
@@ -408,13 +435,6 @@ class TaskRunner:
                     self._signal_task(signal.SIGTERM)
                 hard_deadline = deadline + self.kill_grace
                 deadline = None
-
-    def _drain_wakeups(self) -> None:
-        try:
-            while os.read(self._wake_r, 64):
-                pass
-        except BlockingIOError:
-            pass
 
     def _signal_task(self, signum: int) -> None:
         """Signal the group (recorded pgid; the leader is unreaped so it is ours) and the escapees."""
@@ -441,13 +461,19 @@ class TaskRunner:
         if not procs:
             return []
         if task.timed_out:
-            stop_processes(procs, force=time.monotonic() >= self._timeout_hard_deadline(), deadline=self._timeout_hard_deadline())
+            hard = self._timeout_hard_deadline()
+            stop_processes(procs, force=time.monotonic() >= hard, deadline=hard, wake_fd=self._wake,
+                           escalate=self._forced)
         elif task.kill_signal:
             force = task.kill_signal == "SIGKILL"
-            stop_processes(procs, force=force, deadline=exited_at + self.kill_grace)
+            stop_processes(procs, force=force, deadline=exited_at + self.kill_grace, wake_fd=self._wake,
+                           escalate=self._forced)
         else:
             return procs  # a natural exit: background processes live on; status reports them
         return [p for p in procs if is_alive(p)]
+
+    def _forced(self) -> bool:
+        return self.task.kill_signal == "SIGKILL"
 
     def _timeout_hard_deadline(self) -> float:
         task = self.task

@@ -90,3 +90,23 @@ def test_sigterm_stops_tasks_records_them_interrupted_and_restart_after_kill_9(b
     assert wait_until(lambda: marked_processes(marker2) == [], timeout=5)
     code, out = hb(d3, "status", "tree")
     assert "status=interrupted" in out and "\nout\n" in out
+
+
+def test_leftover_of_a_finished_task_is_reaped_when_it_dies(bash_daemon):
+    import psutil
+
+    d = bash_daemon()
+    code, out = hb(d, "run", "--wait", "20", "--json", "setsid sleep 0.5 & echo started")
+    data = json.loads(out)
+    assert data["status"] == "done" and len(data["leftover_pids"]) == 1
+    pid = data["leftover_pids"][0]
+    assert psutil.Process(pid).ppid() == d.proc.pid  # re-parented to the daemon, a subreaper
+
+    def gone_for_good():
+        try:
+            return psutil.Process(pid).ppid() != d.proc.pid or psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    assert wait_until(lambda: not psutil.pid_exists(pid) or gone_for_good(), timeout=10)
+    assert wait_until(lambda: not psutil.pid_exists(pid), timeout=10)  # the zombie was reaped, not left behind

@@ -257,3 +257,17 @@ def test_peak_rss_is_exact_above_the_daemons_own_peak_and_a_bound_below(engine):
     assert big.max_rss_exact and big.max_rss_bytes >= 400 << 20
     small = engine.run("true", wait_seconds=30).view.task.result.rusage
     assert small.max_rss_bytes > 0  # exact or an upper bound, never zero
+
+
+def test_force_kill_during_the_grace_escalates_at_once(make_engine):
+    engine = make_engine(kill_grace=20)
+    tid = engine.run("bash -c \"trap '' TERM INT; sleep 300\" & wait", wait_seconds=0).view.task.id
+    marker = engine.status(tid).view.task.marker
+    assert wait_until(lambda: len(marked_processes(marker)) >= 2)  # the shell and the (exec'd) sleep
+    engine.kill(tid)  # the shell dies of SIGINT; what it left ignores SIGINT and SIGTERM: the 20 s grace starts
+    assert wait_until(lambda: tid in engine._leader_exited or engine.status(tid).view.task.terminal)
+    assert engine.status(tid).view.task.state == "running"
+    engine.kill(tid, force=True)
+    view = engine.status(tid, wait_seconds=10).view
+    assert view.task.state == "killed" and view.duration < 15  # did not sit out the 20 s grace
+    assert wait_until(lambda: marked_processes(marker) == [], timeout=5)
