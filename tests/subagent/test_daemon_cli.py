@@ -1,0 +1,154 @@
+"""`hive-subagent-daemon` as a real process with the real claude CLI, driven by the real `hive-subagent` CLI
+and the official Python MCP client; todos reach the reference sink (`hive-loose-ends serve`); SIGTERM stops
+the running turns. Plus `list`/`log` straight from transcripts, and the exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import psutil
+import pytest
+from click.testing import CliRunner
+from mcp.client.client import Client
+
+from daemon_harness import wait_until
+from hivesubagent.cli import main as cli_main
+
+BIN = Path(sys.executable).parent
+
+
+def run_cli(*args: str, env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "hive-subagent"), *args], env=env, input=stdin, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def sink():
+    """The reference harness socket (hive-loose-ends serve), in a short /tmp path (Unix socket path limit)."""
+    folder = Path(tempfile.mkdtemp(dir="/tmp", prefix="sa-le-"))
+    path = folder / "h.sock"
+    proc = subprocess.Popen([str(BIN / "hive-loose-ends"), "serve", "--socket", str(path)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    wait_until(lambda: path.exists(), 20, "the loose-ends sink socket")
+    yield path
+    proc.terminate()
+    proc.wait(10)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def sink_todos(path: Path) -> list[dict]:
+    out = subprocess.run([str(BIN / "hive-loose-ends"), "list", "--socket", str(path), "--json"], capture_output=True, text=True, timeout=30)
+    return json.loads(out.stdout) if out.returncode == 0 else []
+
+
+async def _sdk_session(url: str):
+    async with Client(url) as client:
+        tools = await client.list_tools()
+        status = await client.call_tool("status", {})
+        bad = await client.call_tool("start", {"name": "x", "prompt_file": "relative.md"})
+        return tools, status, bad
+
+
+@pytest.mark.interop
+def test_daemon_end_to_end(daemon_factory, claude_bin, real_env, prompt_file, tmp_path, sink):
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    daemon = daemon_factory(
+        [str(BIN / "hive-subagent-daemon"), "--claude-bin", claude_bin, "--workdir", str(workdir),
+         "--state-dir", str(tmp_path / "state"), "--agent-socket", str(sink), "--kill-grace", "2"],
+        env=real_env,
+    )
+    env = {**real_env, "HIVE_SUBAGENT_URL": daemon.url, "HIVE_SUBAGENT_WORKDIR": str(workdir)}
+
+    tools, status, bad = anyio.run(_sdk_session, daemon.url)
+    assert [t.name for t in tools.tools] == ["start", "continue", "interrupt", "status"]
+    assert status.is_error is False and status.content[0].text.startswith("sessions=0 running=0")
+    assert bad.is_error and "prompt_file: 'relative.md' must be an absolute path" in bad.content[0].text
+
+    started = run_cli("start", "job", os.path.relpath(prompt_file), "--trigger", "job-1 MOCK:reply=job done", "--json", env=env)
+    assert started.returncode == 0, started.stderr
+    assert json.loads(started.stdout)["name"] == "job"
+    wait_until(lambda: any(t["key"] == "job" for t in sink_todos(sink)), 60, "the job's completion todo at the sink")
+    todo = next(t for t in sink_todos(sink) if t["key"] == "job")
+    assert todo["source"] == "subagent" and todo["summary"].startswith("subagent job: turn 1 completed")
+    assert "job done" in todo["body"]
+
+    shown = run_cli("status", "job", env=env)
+    assert shown.returncode == 0 and shown.stdout.startswith("name=job state=finished running=false")
+    long_running = run_cli("continue", "job", "-", env=env, stdin="job-2 MOCK:sleep=60")
+    assert long_running.returncode == 0 and long_running.stdout.startswith("state=running name=job")
+    refused = run_cli("continue", "job", "more", env=env)
+    assert refused.returncode == 1 and "refused: 'job' is running" in refused.stderr
+    unknown = run_cli("interrupt", "nobody", "--json", env=env)
+    assert unknown.returncode == 1 and "not running" in json.loads(unknown.stdout)["error"]
+    pid = json.loads(run_cli("status", "job", "--json", env=env).stdout)["pid"]
+
+    listed = run_cli("list", env=env)
+    assert listed.returncode == 0 and "name=job" in listed.stdout and "turns=2" in listed.stdout
+
+    # SIGTERM: the running turn is interrupted, its todo delivered, no claude left behind, exit 0
+    assert daemon.stop(signal.SIGTERM, timeout=30) == 0
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    wait_until(lambda: "turn 2" in next(t for t in sink_todos(sink) if t["key"] == "job")["summary"], 30, "the shutdown todo")
+    todo = next(t for t in sink_todos(sink) if t["key"] == "job")
+    assert "interrupted" in todo["summary"] and "daemon shutdown" in todo["body"]
+
+    down = run_cli("status", env=env)
+    assert down.returncode == 3 and "cannot reach" in down.stderr
+    log = run_cli("log", "job", env=env)
+    assert log.returncode == 0 and "=== turn 1" in log.stdout and "> job-1 MOCK:reply=job done" in log.stdout
+    assert "job done" in log.stdout and "=== turn 2" in log.stdout
+
+
+def test_log_and_list_read_transcripts_without_a_daemon(tmp_path):
+    home = tmp_path / "home"
+    work = tmp_path / "work"
+    work.mkdir()
+    from hivesubagent.sessions import SessionStore
+
+    store = SessionStore(work, {"HOME": str(home)})
+    store.project_dir.mkdir(parents=True)
+    entries = [
+        {"type": "custom-title", "customTitle": "logged"},
+        {"type": "user", "message": {"role": "user", "content": "count files"}, "promptSource": "sdk", "timestamp": "2026-11-30T10:00:00Z"},
+        {"type": "assistant", "message": {"id": "a", "model": "m", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls | wc -l"}}], "stop_reason": "tool_use"}},
+        {"type": "user", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "42"}]}, "toolUseResult": {}},
+        {"type": "assistant", "message": {"id": "b", "model": "m", "content": [{"type": "text", "text": "There are 42."}], "stop_reason": "end_turn"}},
+        {"type": "cost-state", "totalCostUSD": 0.25},
+        {"type": "user", "message": {"role": "user", "content": "and again"}, "promptSource": "sdk"},
+        {"type": "assistant", "isApiErrorMessage": True, "message": {"model": "<synthetic>", "content": [{"type": "text", "text": "API Error: 500"}]}},
+    ]
+    (store.project_dir / "s1.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
+    runner = CliRunner()
+    env = {"HOME": str(home), "HIVE_SUBAGENT_WORKDIR": str(work)}
+    result = runner.invoke(cli_main, ["log", "logged"], env=env)
+    assert result.exit_code == 0, result.output
+    assert "=== turn 1 (2026-11-30T10:00:00Z) ===\n> count files\n-> Bash({\"command\": \"ls | wc -l\"})\n<- 42\nThere are 42." in result.output
+    assert "=== turn 2 ===\n> and again\n!! error: API Error: 500" in result.output
+    data = json.loads(runner.invoke(cli_main, ["log", "logged", "--json", "--last", "1"], env=env).output)
+    assert [t["number"] for t in data["turns"]] == [2]
+    listed = json.loads(runner.invoke(cli_main, ["list", "--json"], env=env).output)
+    assert [(s["name"], s["turns"], s["last_outcome"], s["total_cost_usd"]) for s in listed["sessions"]] == [("logged", 2, "error", 0.25)]
+    missing = runner.invoke(cli_main, ["log", "nobody"], env=env)
+    assert missing.exit_code == 1 and "no session named 'nobody'" in missing.output
+    bad = runner.invoke(cli_main, ["log", "Bad!"], env=env)
+    assert bad.exit_code == 2 and "[a-z0-9-]{1,63}" in bad.output
+    assert runner.invoke(cli_main, ["list", "--extra-env", "nonsense"], env=env).exit_code == 2
+
+
+def test_daemon_refuses_bad_settings(tmp_path):
+    env = dict(os.environ)
+    missing_bin = subprocess.run([str(BIN / "hive-subagent-daemon"), "--claude-bin", str(tmp_path / "nope"), "--workdir", str(tmp_path),
+                                  "--state-dir", str(tmp_path / "s"), "--port", "0"], env=env, capture_output=True, text=True, timeout=30)
+    assert missing_bin.returncode == 1 and "claude_bin" in missing_bin.stderr
+    bad_dir = subprocess.run([str(BIN / "hive-subagent-daemon"), "--workdir", str(tmp_path / "absent"), "--state-dir", str(tmp_path / "s"),
+                              "--port", "0"], env=env, capture_output=True, text=True, timeout=30)
+    assert bad_dir.returncode == 1 and "workdir" in bad_dir.stderr and "Traceback" not in bad_dir.stderr
