@@ -3,6 +3,7 @@ accepted by systemd itself, and their environment understood by the daemons' own
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -81,8 +82,9 @@ def test_systemd_analyze_verify_accepts_the_units(tmp_path):
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.skip("systemd-analyze is not installed (Debian's systemd package provides it)")
-    # ExecStart must name an existing executable: point it at this checkout's installed console scripts.
-    bin_dir = Path(shutil.which("hive-bash-daemon") or REPO / ".venv" / "bin" / "hive-bash-daemon").parent
+    # ExecStart must name an existing executable: point it at the console scripts beside this interpreter.
+    bin_dir = Path(sys.executable).parent
+    assert (bin_dir / "hive-bash-daemon").exists() and (bin_dir / "hive-subagent-daemon").exists()
     for unit in UNITS:
         text = (SYSTEMD / f"{unit}.service").read_text().replace("/opt/hive-daemons/bin", str(bin_dir))
         (tmp_path / f"{unit}.service").write_text(text)
