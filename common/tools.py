@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping
 
 import jsonschema
 from jsonschema import Draft202012Validator
+from jsonschema.validators import extend
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,16 @@ class Tool:
         return entry
 
 
+def _is_json_integer(checker, instance: Any) -> bool:
+    """Only a JSON integer is an integer. JSON Schema also counts 2.0, which then reached handlers as a float
+    where they expect an int (`"x" * 2.0`, `range(2.0)` raise TypeError: an internal error instead of a clear
+    refusal; found by tests/robustness/test_fuzz_tool_args.py)."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+ArgumentValidator = extend(Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_json_integer))
+
+
 def _field_path(error: jsonschema.ValidationError) -> str:
     path = ".".join(str(p) for p in error.absolute_path)
     if error.validator == "required":
@@ -110,7 +121,7 @@ def validate_arguments(schema: dict[str, Any], arguments: Any) -> dict[str, Any]
         arguments = {}
     if not isinstance(arguments, dict):
         raise ToolArgumentsError("arguments: must be an object")
-    errors = sorted(Draft202012Validator(schema).iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    errors = sorted(ArgumentValidator(schema).iter_errors(arguments), key=lambda e: list(e.absolute_path))
     if errors:
         raise ToolArgumentsError("; ".join(f"{_field_path(e)}: {_rule(e)}" for e in errors))
     return arguments
