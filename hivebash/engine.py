@@ -151,6 +151,7 @@ class Engine:
         self.slots = WaitSlots(settings.max_inline_waits)
         self._cond = threading.Condition(threading.Lock())
         self._tasks: dict[str, Task] = {}
+        self._reserved: dict[str, Task] = {}  # ids claimed by a `run` still writing the pending record
         self._runners: dict[str, TaskRunner] = {}
         self._queue: collections.deque[str] = collections.deque()
         self._starting_or_running: set[str] = set()
@@ -214,7 +215,7 @@ class Engine:
         with self._cond:
             markers = {t.marker: None for t in self._tasks.values()}
         if markers:
-            found = find_processes(markers, self.subreaper)
+            found = find_processes(markers, self.subreaper, leaders=self.reaper.leaders())
             procs = [p for ps in found.values() for p in ps]
             self.reaper.remember(procs)
             stop_processes(procs, force=True, deadline=time.monotonic() + 0.5)
@@ -234,12 +235,25 @@ class Engine:
             self._seq += 1
             task = Task(id=task_id, cmd=cmd, cwd=cwd_path, marker=f"{task_id}:{secrets.token_hex(8)}",
                         seq=self._seq, submitted_at=time.time(), timeout_secs=timeout_secs)
+            self._reserved[task_id] = task  # the id is taken; no worker can see the task yet
+        try:
+            # Files and the pending record are written outside the lock (status/kill/list never wait on this
+            # fsync) but before the task is queued, so no later record of it can be overtaken by this one.
             self.store.prepare(task_id)
             self.store.save(task)
+        except BaseException:
+            with self._cond:
+                del self._reserved[task_id]
+            raise
+        with self._cond:
+            del self._reserved[task_id]
             self._tasks[task_id] = task
             self._queue.append(task_id)
             if window.seconds > 0:
-                self._inline_waiters[task_id] += 1  # before any worker can end it: see _completion_todo
+                self._inline_waiters[task_id] += 1  # before any worker can end it: see _after_end
+            if self._closing:  # shutdown began while the record was written
+                self._queue.remove(task_id)
+                self._end_without_process(task, T.INTERRUPTED, "interrupted: the daemon shut down before it started")
             self._start_queued()
             if window.seconds <= 0:
                 self._upsert_running(task)
@@ -278,13 +292,13 @@ class Engine:
         if name is None:
             while True:
                 task_id = secrets.token_hex(4)
-                if task_id not in self._tasks:
+                if task_id not in self._tasks and task_id not in self._reserved:
                     return task_id
         try:
             check_name(name, "name")
         except InvalidName as exc:
             raise EngineError(str(exc)) from None
-        old = self._tasks.get(name)
+        old = self._tasks.get(name) or self._reserved.get(name)
         if old is not None:
             if not old.terminal:
                 raise EngineError(f"name: task {name!r} is still {old.state}; wait for it, kill it, or choose another name")
@@ -358,6 +372,12 @@ class Engine:
             record = task.to_dict()
         self.store.save_dict(task.id, record)
         self._after_end(task)
+
+    def on_leftovers(self, task: Task, procs: list[ProcInfo]) -> None:
+        """Processes of a naturally ended task still alive after its shell exited (reported by status)."""
+        with self._cond:
+            if self._tasks.get(task.id) is task:
+                self._leftovers[task.id] = procs
 
     def _after_end(self, task: Task) -> None:
         """Wake the waiters, send the completion todo unless a waiter delivers the result, start the next."""
@@ -567,7 +587,7 @@ class Engine:
             if task is None:
                 return
             marker = task.marker
-        procs = find_processes({marker: None}, self.subreaper)[marker]
+        procs = find_processes({marker: None}, self.subreaper, leaders=self.reaper.leaders())[marker]
         self.reaper.remember(procs)
         stop_processes(procs, force=force, deadline=time.monotonic() + self.settings.kill_grace)
         self._wake.set()
@@ -593,25 +613,34 @@ class Engine:
             return {t.marker for t in self._tasks.values()}
 
     def _housekeeping(self) -> None:
+        """Retention and orphan reaping, woken at each task end and by SIGCHLD; a full pass (age-based
+        retention, learning re-parented orphans) at least every HOUSEKEEPING_INTERVAL."""
+        last_full = time.monotonic()
         while not self._closing:
             self._wake.wait(HOUSEKEEPING_INTERVAL)
             self._wake.clear()
+            full = time.monotonic() - last_full >= HOUSEKEEPING_INTERVAL
             try:
-                if self.subreaper:
+                if self.subreaper and (full or self.reaper.has_known()):
                     self.reaper.reap(self._our_markers)
-                self._prune()
+                self._prune(by_age=full)
             except Exception:
                 log.exception("housekeeping failed")
+            if full:
+                last_full = time.monotonic()
 
     def wake_housekeeping(self) -> None:
         """For the daemon's SIGCHLD handler: an orphan may be waiting to be reaped."""
         self._wake.set()
 
-    def _prune(self) -> None:
-        """Retention: finished tasks beyond keep_tasks, or older than keep_days, go oldest first, files too."""
+    def _prune(self, by_age: bool = True) -> None:
+        """Retention: finished tasks beyond keep_tasks, or older than keep_days, go oldest first, files too.
+        Without `by_age` (after each task end) only the count is checked, and cheaply."""
         keep, max_age = self.settings.keep_tasks, self.settings.keep_days * 86400.0
         now = time.time()
         with self._cond:
+            if not by_age and len(self._tasks) - len(self._queue) - len(self._starting_or_running) <= keep:
+                return
             finished = sorted((t for t in self._tasks.values() if t.terminal),
                               key=lambda t: (t.result.ended_at if t.result else t.submitted_at, t.seq))
             excess = max(0, len(finished) - keep)
@@ -623,6 +652,11 @@ class Engine:
             self.store.delete(t.id)
         if doomed:
             log.info("retention pruned %d finished task(s)", len(doomed))
+
+    @property
+    def closing(self) -> bool:
+        """True once shutdown began (workers then leave the sweep of leftovers to shutdown's single sweep)."""
+        return self._closing
 
     # ----- for tests and the daemon ---------------------------------------------------------------------------
 

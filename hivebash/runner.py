@@ -86,36 +86,120 @@ def _proc_facts(proc: psutil.Process) -> tuple[int, float, str | None, int | Non
 
 
 def find_processes(
-    markers: dict[str, int | None], descendants_only: bool, exclude: Iterable[int] = ()
+    markers: dict[str, int | None], descendants_only: bool, exclude: Iterable[int] = (),
+    leaders: dict[int, str] | None = None, fresh_after: float | None = None,
 ) -> dict[str, list[ProcInfo]]:
     """The live processes of each task, by marker. `markers` maps a marker to the task's process group id,
     or None once that id can no longer be trusted (leader reaped). Zombies are dead: they are not listed.
 
     `descendants_only` limits the search to this process's descendants, which, for a subreaper, is where
-    every process of its tasks is; otherwise every process on the machine is read.
+    every process of its tasks is. There the tree does most of the work: a subtree under a task leader
+    (`leaders`: pid -> marker) is that task's, and only the roots of other subtrees (orphans re-parented to
+    us) have their environment read. Otherwise every process on the machine is read (after a restart, or
+    when the daemon could not become a subreaper). `fresh_after` (monotonic): a table of processes taken
+    after that moment may be shared with other callers (many tasks ending at once cost one scan); None
+    always reads afresh (a sweep that is about to signal).
     """
     skip = set(exclude)
-    if descendants_only:
-        procs = psutil.Process().children(recursive=True)
-    else:
-        procs = list(psutil.process_iter())
+    if not descendants_only:
+        return _find_everywhere(markers, skip)
+    me = os.getpid()
+    leaders = leaders or {}
+    by_group = {pgid: m for m, pgid in markers.items() if pgid is not None}
+    facts, kids = _process_table(fresh_after)
+    found: dict[str, list[ProcInfo]] = {m: [] for m in markers}
+
+    def claim(pid: int, marker: str) -> None:
+        stack = [pid]
+        while stack:
+            p = stack.pop()
+            _, created, status, _ = facts[p]
+            if status != psutil.STATUS_ZOMBIE and p not in skip:
+                found[marker].append(ProcInfo(p, created, marker))
+            stack.extend(kids.get(p, ()))
+
+    def visit(pid: int) -> None:
+        if pid in leaders:
+            if leaders[pid] in markers:
+                claim(pid, leaders[pid])
+            return  # another task's tree
+        _, _, status, proc = facts[pid]
+        marker, pgid = None, None
+        if status != psutil.STATUS_ZOMBIE:
+            try:
+                marker = proc.environ().get(MARKER_ENV)
+                pgid = os.getpgid(pid)  # compared with the group recorded at spawn only
+            except (psutil.Error, OSError):
+                pass
+        if marker in markers:
+            claim(pid, marker)
+        elif pgid in by_group:
+            claim(pid, by_group[pgid])
+        else:
+            for child in kids.get(pid, ()):
+                visit(child)
+
+    for root in kids.get(me, ()):
+        visit(root)
+    return found
+
+
+def orphan_children() -> list[int] | None:
+    """Pids of the processes re-parented to this subreaper, or None if the kernel does not say.
+
+    The kernel attaches orphans to the subreaper's main thread, while task leaders are children of the worker
+    threads that spawned them, so the main thread's `children` file lists exactly the orphans. psutil has no
+    per-thread view; this one small read spares a scan of every process on the machine at each task end
+    (it is the common case that there is none).
+    """
+    try:
+        with open(f"/proc/self/task/{os.getpid()}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        return None
+
+
+_table_lock = threading.Lock()
+_table: tuple[float, dict, dict] | None = None
+
+
+def _process_table(fresh_after: float | None) -> tuple[dict[int, tuple[int, float, str, psutil.Process]], dict[int, list[int]]]:
+    """pid -> (ppid, create_time, status, Process) for every process, and ppid -> child pids: one read of
+    each /proc/<pid>/stat (psutil), shared by callers that can use a table taken after `fresh_after`."""
+    global _table
+    with _table_lock:
+        if fresh_after is not None and _table is not None and _table[0] >= fresh_after:
+            return _table[1], _table[2]
+        taken = time.monotonic()
+        facts: dict[int, tuple[int, float, str, psutil.Process]] = {}
+        kids: dict[int, list[int]] = {}
+        for proc in psutil.process_iter(["ppid", "create_time", "status"]):
+            info = proc.info
+            if info["ppid"] is None or info["create_time"] is None:
+                continue
+            facts[proc.pid] = (info["ppid"], info["create_time"], info["status"], proc)
+            kids.setdefault(info["ppid"], []).append(proc.pid)
+        _table = (taken, facts, kids)
+        return facts, kids
+
+
+def _find_everywhere(markers: dict[str, int | None], skip: set[int]) -> dict[str, list[ProcInfo]]:
+    """Every process on the machine, by marker or recorded group; descendants of those go with them."""
     by_group = {pgid: m for m, pgid in markers.items() if pgid is not None}
     facts = {}
-    for proc in procs:
-        if proc.pid == os.getpid():
-            continue
-        f = _proc_facts(proc)
-        if f is not None:
-            facts[proc.pid] = f
+    for proc in psutil.process_iter():
+        if proc.pid != os.getpid():
+            f = _proc_facts(proc)
+            if f is not None:
+                facts[proc.pid] = f
     owner: dict[int, str] = {}
-    for pid, (_, _, marker, pgid, status) in facts.items():
+    for pid, (_, _, marker, pgid, _) in facts.items():
         if marker in markers:
             owner[pid] = marker
         elif pgid in by_group:
             owner[pid] = by_group[pgid]
-    # Descendants of an identified process are the same task's, whatever their environment says.
     changed = True
-    while changed:
+    while changed:  # descendants of an identified process are the same task's, whatever their environment
         changed = False
         for pid, (ppid, *_rest) in facts.items():
             if pid not in owner and ppid in owner:
@@ -123,10 +207,9 @@ def find_processes(
                 changed = True
     found: dict[str, list[ProcInfo]] = {m: [] for m in markers}
     for pid, marker in owner.items():
-        ppid, created, _, _, status = facts[pid]
-        if pid in skip or status == psutil.STATUS_ZOMBIE:
-            continue
-        found[marker].append(ProcInfo(pid, created, marker))
+        _, created, _, _, status = facts[pid]
+        if pid not in skip and status != psutil.STATUS_ZOMBIE:
+            found[marker].append(ProcInfo(pid, created, marker))
     return found
 
 
@@ -250,17 +333,21 @@ class OrphanReaper:
 
     def __init__(self) -> None:
         self.spawn_lock = threading.Lock()
-        self._leaders: set[int] = set()
+        self._leaders: dict[int, str] = {}  # pid -> marker of every unreaped task leader
         self._known: dict[int, float] = {}
 
-    def add_leader(self, pid: int) -> None:
+    def add_leader(self, pid: int, marker: str) -> None:
         """Called with spawn_lock held, right after Popen returned."""
-        self._leaders.add(pid)
+        self._leaders[pid] = marker
         self._known.pop(pid, None)
 
     def drop_leader(self, pid: int) -> None:
         with self.spawn_lock:
-            self._leaders.discard(pid)
+            self._leaders.pop(pid, None)
+
+    def leaders(self) -> dict[int, str]:
+        with self.spawn_lock:
+            return dict(self._leaders)
 
     def remember(self, procs: Iterable[ProcInfo]) -> None:
         with self.spawn_lock:
@@ -268,13 +355,23 @@ class OrphanReaper:
                 if info.pid not in self._leaders:
                     self._known[info.pid] = info.create_time
 
+    def has_known(self) -> bool:
+        with self.spawn_lock:
+            return bool(self._known)
+
     def reap(self, our_markers: Callable[[], set[str]] | None = None) -> int:
         """Reap identified zombie children; learn live orphans that carry one of `our_markers`."""
         reaped = 0
-        try:
-            children = psutil.Process().children()
-        except psutil.Error:
-            return 0
+        orphans = orphan_children()
+        if orphans is None:
+            facts, kids = _process_table(None)
+            orphans = kids.get(os.getpid(), [])
+        children = []
+        for pid in orphans:
+            try:
+                children.append(psutil.Process(pid))
+            except psutil.Error:
+                continue
         markers = our_markers() if our_markers else set()
         with self.spawn_lock:
             for child in children:
@@ -291,8 +388,8 @@ class OrphanReaper:
                 elif marker in markers:
                     self._known[pid] = created
             live = {c.pid for c in children}
-            for pid in [p for p in self._known if p not in live]:
-                del self._known[pid]  # reaped elsewhere or not our child (any more)
+            for pid in [p for p in self._known if p not in live and not psutil.pid_exists(p)]:
+                del self._known[pid]  # gone (reaped by its worker, or it was not our child)
         return reaped
 
     def _waitpid(self, pid: int) -> int:
@@ -316,6 +413,8 @@ class RunnerHooks(Protocol):
     def on_leader_exited(self, task: Task) -> None: ...
 
     def on_ended(self, task: Task, status: int, rusage: Rusage, duration: float, leftovers: list[ProcInfo]) -> None: ...
+
+    def on_leftovers(self, task: Task, procs: list[ProcInfo]) -> None: ...
 
 
 class TaskRunner:
@@ -375,7 +474,7 @@ class TaskRunner:
                     ["bash", "-c", task.cmd], stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                     cwd=task.cwd, env=env, start_new_session=True, close_fds=True,
                 )
-                self.reaper.add_leader(proc.pid)
+                self.reaper.add_leader(proc.pid, task.marker)
             started = time.monotonic()
         except OSError as exc:
             self.hooks.on_spawn_failed(task, f"cannot start bash: {exc}")
@@ -399,13 +498,23 @@ class TaskRunner:
             os.close(pidfd)
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # it has exited: returns at once, reaps nothing
         self.hooks.on_leader_exited(task)
-        leftovers = self._sweep(pid, exited_at)
+        stopping = bool(task.kill_signal or task.timed_out)
+        leftovers = self._sweep(exited_at) if stopping else []
         _, status, usage = os.wait4(pid, 0)
         proc.returncode = status  # so Popen never polls this pid again (a recycled pid would be reaped)
         self.reaper.drop_leader(pid)
         peak = usage.ru_maxrss * 1024
         rusage = Rusage(usage.ru_utime, usage.ru_stime, peak, max_rss_exact=peak > self.daemon_peak_rss)
         self.hooks.on_ended(task, status, rusage, exited_at - (task.started_mono or exited_at), leftovers)
+        if not stopping and not getattr(self.hooks, "closing", False) and not (self.subreaper and orphan_children() == []):
+            # A natural exit: background processes may live on, and are only reported (kill stops them), so
+            # the search runs after the result is out, on a process table possibly shared with other tasks.
+            # As a subreaper with no orphan at all, there is nothing to search: anything of the task that
+            # outlived its shell would have been re-parented to us.
+            found = self._find(group=False, fresh_after=exited_at)
+            if found:
+                self.reaper.remember(found)
+                self.hooks.on_leftovers(task, found)
 
     def _wait_leader(self, pidfd: int) -> float:
         """Wait for the leader's exit, handling the deadline and kill requests; return the monotonic exit time."""
@@ -448,14 +557,18 @@ class TaskRunner:
             held.signal(signum)
             held.close()
 
-    def _find(self, group: bool) -> list[ProcInfo]:
+    def _find(self, group: bool, fresh_after: float | None = None) -> list[ProcInfo]:
         task = self.task
-        found = find_processes({task.marker: task.pgid if group else None}, self.subreaper, exclude={task.pid})
+        found = find_processes({task.marker: task.pgid if group else None}, self.subreaper, exclude={task.pid},
+                               leaders=self.reaper.leaders(), fresh_after=fresh_after)
         return found[task.marker]
 
-    def _sweep(self, pid: int, exited_at: float) -> list[ProcInfo]:
-        """After the leader exited: stop what is left if the task is being stopped; else list the leftovers."""
+    def _sweep(self, exited_at: float) -> list[ProcInfo]:
+        """After the leader exited, before it is reaped (its group id is still ours): stop what is left of
+        a task being killed or timed out; return what survived."""
         task = self.task
+        if getattr(self.hooks, "closing", False):
+            return []  # the daemon is shutting down: one sweep of every task's processes follows (Engine.shutdown)
         procs = self._find(group=True)
         self.reaper.remember(procs)
         if not procs:
@@ -468,8 +581,6 @@ class TaskRunner:
             force = task.kill_signal == "SIGKILL"
             stop_processes(procs, force=force, deadline=exited_at + self.kill_grace, wake_fd=self._wake,
                            escalate=self._forced)
-        else:
-            return procs  # a natural exit: background processes live on; status reports them
         return [p for p in procs if is_alive(p)]
 
     def _forced(self) -> bool:

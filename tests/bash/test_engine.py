@@ -123,7 +123,8 @@ def test_timeout_terms_then_kills_after_grace(make_engine):
 
 def test_leftovers_of_a_finished_task_are_reported_and_kill_stops_them(engine):
     view = engine.run("sleep 300 & echo bg", wait_seconds=10).view
-    assert view.task.state == "done" and len(view.leftovers) == 1
+    assert view.task.state == "done"
+    assert wait_until(lambda: len(engine.status(view.task.id).view.leftovers) == 1)  # found just after the end
     k = engine.kill(view.task.id)
     assert k.action == "leftovers" and k.view.task.state == "done"
     assert wait_until(lambda: engine.status(view.task.id).view.leftovers == [])

@@ -24,7 +24,9 @@ def test_escapees_are_reparented_to_the_engine_and_killed(engine_process):
 
     # Leftovers of a natural exit: re-parented to the engine (subreaper), reported, then stopped on kill
     view = ep.call({"op": "run", "cmd": "setsid sleep 305 & echo bye", "wait_seconds": 10})
-    assert view["status"] == "done" and len(view["leftover_pids"]) == 1
+    assert view["status"] == "done"
+    assert wait_until(lambda: len(ep.call({"op": "status", "id": view["id"]})["leftover_pids"]) == 1)
+    view = ep.call({"op": "status", "id": view["id"]})
     leftover = psutil.Process(view["leftover_pids"][0])
     assert leftover.ppid() == ep.proc.pid  # the subreaper took the orphan
     ep.call({"op": "kill", "id": view["id"]})

@@ -1,0 +1,140 @@
+"""Bash daemon: run round trip, exit-to-answer latency, throughput, 1,000 running tasks, a 1 GiB output.
+
+Each figure stands beside a baseline measured in the same run (issue "[2 of 6]", "Speed and scale").
+"""
+
+import os
+import statistics
+import subprocess
+import threading
+import time
+
+import psutil
+
+from bench_support import VENV_BIN, Daemon, McpConnection, Row, percentiles, timed
+
+DAEMON = [str(VENV_BIN / "hive-bash-daemon")]
+
+
+def _spawn_bash_true() -> None:
+    subprocess.run(["bash", "-c", "true"], stdin=subprocess.DEVNULL, check=True)
+
+
+def run_round_trip(ctx):
+    n = ctx.reps(200, 50)
+    with Daemon(DAEMON, ctx.workdir / "rt", env={"HIVE_BASH_KEEP_TASKS": "100000"}) as d:
+        conn = McpConnection(d.port)
+        call = lambda: conn.call("run", {"cmd": "true", "wait_seconds": 30})  # noqa: E731
+        timed(call, 20)
+        timed(_spawn_bash_true, 20)
+        ours, base = [], []
+        for _ in range(2):  # interleave halves so machine noise hits both alike
+            ours += timed(call, n // 2)
+            base += timed(_spawn_bash_true, n // 2)
+        conn.close()
+    med, p99 = percentiles(ours)
+    bmed, bp99 = percentiles(base)
+    return [Row("bash", 'run("true", wait_seconds=30) round trip', "ms", med, p99, n, "subprocess bash -c true", bmed,
+                target="<= 3x baseline", ok=med <= 3 * bmed),
+            Row("bash", "  baseline: subprocess.run(bash -c true)", "ms", bmed, bp99, n)]
+
+
+def exit_to_answer(ctx):
+    """From the task's last instruction ($EPOCHREALTIME, then exit) to the answer in the client."""
+    n = ctx.reps(200, 50)
+    with Daemon(DAEMON, ctx.workdir / "lat") as d:
+        conn = McpConnection(d.port)
+        samples = []
+        for _ in range(n):
+            result = conn.call("run", {"cmd": 'printf %s "$EPOCHREALTIME"', "wait_seconds": 30})
+            got = time.time()
+            samples.append(got - float(result["structuredContent"]["stdout"]["tail"]))
+        conn.close()
+    med, p99 = percentiles(samples)
+    return [Row("bash", "task exit -> inline answer", "ms", med, p99, n, target="median < 5 ms", ok=med < 5.0)]
+
+
+def throughput(ctx):
+    seconds = 2.0 if ctx.quick else 5.0
+    # Baseline: a plain Python loop spawning and reaping bash -c true.
+    stop = time.monotonic() + seconds
+    count = 0
+    while time.monotonic() < stop:
+        _spawn_bash_true()
+        count += 1
+    base_rate = count / seconds
+    with Daemon(DAEMON, ctx.workdir / "tp", env={"HIVE_BASH_KEEP_TASKS": "100000"}) as d:
+        submitted = []
+        lock = threading.Lock()
+        stop = time.monotonic() + seconds
+
+        def client():
+            conn = McpConnection(d.port)
+            mine = []
+            while time.monotonic() < stop:
+                mine.append(conn.call("run", {"cmd": "true", "wait_seconds": 0})["structuredContent"]["id"])
+            conn.close()
+            with lock:
+                submitted.extend(mine)
+
+        started = time.monotonic()
+        threads = [threading.Thread(target=client) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        conn = McpConnection(d.port)
+        for task_id in submitted:  # sustained: the rate counts tasks finished, not just accepted
+            conn.call("status", {"id": task_id, "wait_seconds": 30})
+        elapsed = time.monotonic() - started
+        conn.close()
+    rate = len(submitted) / elapsed
+    return [Row("bash", "throughput: 8 clients run(wait 0), until all done", "tasks/s", rate, None, len(submitted),
+                "python loop spawn+reap", base_rate, target=">= 0.5x baseline", ok=rate >= 0.5 * base_rate)]
+
+
+def many_running(ctx):
+    tasks = ctx.reps(1000, 200)
+    with Daemon(DAEMON, ctx.workdir / "many", env={"HIVE_BASH_MAX_RUNNING": str(tasks)}) as d:
+        conn = McpConnection(d.port)
+        ids = [conn.call("run", {"cmd": "sleep 600", "wait_seconds": 0})["structuredContent"]["id"] for _ in range(tasks)]
+        deadline = time.monotonic() + 120
+        while conn.call("list", {"state": "pending", "limit": 1})["structuredContent"]["total"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        samples = timed(lambda: conn.call("status", {"id": ids[len(ids) // 2]}), 300)
+        rss = psutil.Process(d.proc.pid).memory_info().rss / 2**20
+        running = conn.call("list", {"state": "running", "limit": 1})["structuredContent"]["total"]
+        conn.close()
+        stop_started = time.monotonic()
+    stop_seconds = time.monotonic() - stop_started
+    med, p99 = percentiles(samples)
+    return [Row("bash", f"status with {running} tasks running", "ms", med, p99, len(samples), target="p99 < 50 ms",
+                ok=p99 < 50 and running == tasks),
+            Row("bash", f"daemon RSS with {running} tasks running", "MiB", rss, None, 1, target="< 200 MiB", ok=rss < 200),
+            Row("bash", f"SIGTERM stop with {running} tasks running", "s", stop_seconds, None, 1,
+                note="all recorded interrupted")]
+
+
+def big_output(ctx):
+    size = 1 << 30 if not ctx.quick else 256 << 20
+    with Daemon(DAEMON, ctx.workdir / "big") as d:
+        conn = McpConnection(d.port)
+        cpu_before = sum(psutil.Process(d.proc.pid).cpu_times()[:2])
+        task = conn.call("run", {"cmd": f"head -c {size} /dev/zero", "wait_seconds": 0})["structuredContent"]["id"]
+        conn.call("status", {"id": task, "wait_seconds": 30})
+        while conn.call("status", {"id": task})["structuredContent"]["status"] == "running":
+            conn.call("status", {"id": task, "wait_seconds": 30})
+        cpu = sum(psutil.Process(d.proc.pid).cpu_times()[:2]) - cpu_before
+        samples = timed(lambda: conn.call("status", {"id": task}), 200)
+        small = conn.call("run", {"cmd": "echo small", "wait_seconds": 30})["structuredContent"]["id"]
+        base = timed(lambda: conn.call("status", {"id": small}), 200)
+        conn.close()
+    med, p99 = percentiles(samples)
+    bmed, _ = percentiles(base)
+    return [Row("bash", f"status of a task with {size >> 20} MiB of stdout", "ms", med, p99, len(samples),
+                "status of a 6-byte output", bmed, target="< 5 ms", ok=med < 5.0),
+            Row("bash", f"daemon CPU while a task wrote {size >> 20} MiB", "s", cpu, None, 1,
+                note="bytes never pass through the daemon")]
+
+
+BENCHMARKS = [run_round_trip, exit_to_answer, throughput, many_running, big_output]
