@@ -241,9 +241,11 @@ class Engine:
             # fsync) but before the task is queued, so no later record of it can be overtaken by this one.
             self.store.prepare(task_id)
             self.store.save(task)
-        except BaseException:
+        except BaseException as exc:
             with self._cond:
                 del self._reserved[task_id]
+            if isinstance(exc, OSError):
+                raise EngineError(f"cmd: cannot create the task's files in {self.store.dir}: {exc.strerror or exc}") from None
             raise
         with self._cond:
             del self._reserved[task_id]
@@ -334,7 +336,15 @@ class Engine:
             self._cond.notify_all()
             if task.kill_signal:  # killed while it was being started
                 self._killpg(task, task.kill_signal)
-        self.store.save_dict(task.id, record)
+        self._persist(task.id, record)
+
+    def _persist(self, task_id: str, record: dict) -> None:
+        """Write a record from a worker; a failing disk must not stop the task's life cycle (it is logged,
+        and the state stays right in memory)."""
+        try:
+            self.store.save_dict(task_id, record)
+        except OSError as exc:
+            log.error("cannot write the record of task %s: %s", task_id, exc)
 
     def on_spawn_failed(self, task: Task, error: str) -> None:
         with self._cond:
@@ -344,7 +354,7 @@ class Engine:
                 T.transition(task, T.DONE, TaskResult(ended_at=time.time(), duration=0.0, exit_code=127,
                                                       note=f"failed to start: {error}"))
             record = task.to_dict()
-        self.store.save_dict(task.id, record)
+        self._persist(task.id, record)
         self._after_end(task)
 
     def on_deadline(self, task: Task) -> bool:
@@ -370,7 +380,7 @@ class Engine:
             if leftovers:
                 self._leftovers[task.id] = leftovers
             record = task.to_dict()
-        self.store.save_dict(task.id, record)
+        self._persist(task.id, record)
         self._after_end(task)
 
     def on_leftovers(self, task: Task, procs: list[ProcInfo]) -> None:
@@ -394,7 +404,7 @@ class Engine:
     def _end_without_process(self, task: Task, state: str, note: str) -> None:
         """pending -> killed/interrupted (under the lock): no process ever ran."""
         T.transition(task, state, TaskResult(ended_at=time.time(), duration=None, note=note))
-        self.store.save(task)
+        self._persist(task.id, task.to_dict())
         self._cond.notify_all()
         if not self._inline_waiters[task.id]:
             self._upsert_completion(task)
@@ -495,7 +505,9 @@ class Engine:
         return task
 
     def _view_locked(self, task_id: str) -> TaskView:
-        task = self._tasks[task_id]
+        task = self._tasks.get(task_id)
+        if task is None:  # pruned or replaced while the caller waited
+            raise UnknownTask(f"id: no task {task_id!r} any more (retention pruned it)")
         snap = Task.from_dict(task.to_dict())
         if task.state == T.RUNNING and task.started_mono is not None:
             duration = self.clock() - task.started_mono
