@@ -7,10 +7,10 @@ The token is compared in constant time (`hmac.compare_digest`).
 import hmac
 import ipaddress
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import click
 
@@ -47,12 +47,25 @@ def read_token_file(path: Path) -> str:
     return text
 
 
-def split_host_header(value: str) -> str:
-    """The host name of a Host header value, without port; IPv6 brackets removed."""
+_PORT = re.compile(r"[0-9]{0,5}")  # RFC 3986 `port = *DIGIT`
+
+
+def split_host_header(value: str) -> str | None:
+    """The host name of a Host value (`name`, `name:port`, `[v6]`, `[v6]:port`, bare `::1`), lowercased, or None
+    when the value is not of that form: `[::1].evil.example`, `localhost:80@evil.example` and two Host headers
+    joined by a comma used to be read as loopback (tests/robustness/test_security_http.py)."""
     value = value.strip().lower()
     if value.startswith("["):
-        return value[1 : value.find("]")] if "]" in value else value
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+        end = value.find("]")
+        host, rest = (value[1:end], value[end + 1 :]) if end > 0 else ("", "?")
+    elif value.count(":") == 1:
+        host, _, port = value.partition(":")
+        rest = ":" + port
+    else:
+        host, rest = value, ""  # a bare name, or a bare IPv6 address
+    if rest and not (rest.startswith(":") and _PORT.fullmatch(rest[1:])):
+        return None
+    return host
 
 
 @dataclass(frozen=True)
@@ -72,7 +85,8 @@ class Guard:
         # HTTP/1.1 requires Host; a request without one cannot be checked, so it is refused.
         if not host_header:
             return False
-        return split_host_header(host_header) in self.allowed_hosts
+        host = split_host_header(host_header)
+        return host is not None and host in self.allowed_hosts
 
     def origin_allowed(self, origin: str | None) -> bool:
         """No Origin header (every MCP client tried sends none) is fine; a present one must be ours."""
@@ -81,16 +95,19 @@ class Guard:
         origin = origin.strip().rstrip("/").lower()
         if origin in self.allowed_origins:
             return True
-        try:
-            parts = urlsplit(origin)
-            hostname = parts.hostname
-        except ValueError:
-            return False
-        return parts.scheme in ("http", "https") and hostname is not None and hostname in LOOPBACK_NAMES
+        # An Origin is exactly scheme://host[:port] (RFC 6454); anything else (a path, user info, a bracket
+        # followed by more name) is not a loopback origin, however a URL parser would read it.
+        scheme, sep, authority = origin.partition("://")
+        return bool(sep) and scheme in ("http", "https") and split_host_header(authority) in LOOPBACK_NAMES
 
     def token_ok(self, authorization: str | None) -> bool:
         if self.token is None:
             return True
-        if not authorization or not authorization.startswith("Bearer "):
+        if not authorization:
             return False
-        return hmac.compare_digest(authorization[len("Bearer ") :].strip().encode(), self.token.encode())
+        # WSGI hands header values over latin-1 decoded: encoding back gives the bytes the client sent (UTF-8 for
+        # a non-ASCII token). The scheme is case-insensitive (RFC 9110 section 11.1).
+        scheme, _, credentials = authorization.encode("latin-1", "replace").partition(b" ")
+        if scheme.lower() != b"bearer":
+            return False
+        return hmac.compare_digest(credentials.strip(), self.token.encode())

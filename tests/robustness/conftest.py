@@ -10,8 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from daemon_harness import ECHO_SERVER, start_daemon  # noqa: E402
-
-TOKEN = "robust-t0ken-\u00e9-value"  # non-ASCII on purpose: the comparison must not choke on it
+from robust_kit import TOKEN, post_json  # noqa: E402
 
 
 def _assert_no_server_error_logged(log: str) -> None:
@@ -46,8 +45,6 @@ def token_echo(tmp_path_factory):
 @pytest.fixture(scope="session")
 def handshake_session(robust_echo):
     """A live handshake-era session (2025-03-26, the revision with batches) on the robust echo daemon."""
-    from robust_kit import post_json  # noqa: PLC0415 (on sys.path only once this conftest ran)
-
     resp = post_json(robust_echo.url, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}})
     assert resp.status == 200, resp.text()

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+TOKEN = "robust-t0ken-\u00e9-value"  # the token_echo daemon's; non-ASCII on purpose: it must work sent as UTF-8
 HEADERS_BASE = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
