@@ -22,7 +22,6 @@ Facts this module is built on (../shared/FACTS.md, "Processes"):
 from __future__ import annotations
 
 import ctypes
-import errno
 import logging
 import os
 import resource

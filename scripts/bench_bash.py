@@ -3,8 +3,6 @@
 Each figure stands beside a baseline measured in the same run (issue "[2 of 6]", "Speed and scale").
 """
 
-import os
-import statistics
 import subprocess
 import threading
 import time

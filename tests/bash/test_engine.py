@@ -4,9 +4,7 @@ timeout that did not fire), set generously for a loaded 2-core box, never speed 
 
 import json
 import os
-import signal
 import threading
-import time
 
 import pytest
 
