@@ -1,0 +1,261 @@
+"""LooseEnds against the real reference sink (`hive-loose-ends serve` as a subprocess): delivery, the outbox
+while the harness is down, a daemon killed with undelivered todos, and the upsert/clear coalescing rules."""
+
+import json
+import logging
+import os
+import signal
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from common.loose_ends import LooseEnds
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def make_loose_ends(short_dir):
+    """make(socket_path, **knobs) -> LooseEnds for source "bash" in short_dir/state; closed at teardown."""
+    made = []
+
+    def make(socket_path, source="bash", **knobs):
+        knobs.setdefault("backoff_initial", 0.05)
+        knobs.setdefault("backoff_max", 0.5)
+        le = LooseEnds(source, short_dir / "state", socket_path, **knobs)
+        made.append(le)
+        return le
+
+    yield make
+    for le in made:
+        le.close()
+
+
+def outbox_dir(short_dir: Path, source: str = "bash") -> Path:
+    return short_dir / "state" / "loose-ends" / source
+
+
+def outbox_files(short_dir: Path) -> list[str]:
+    return sorted(p.name for p in outbox_dir(short_dir).iterdir())
+
+
+def list_todos(socket_path: Path) -> list[dict]:
+    out = subprocess.run([str(Path(sys.executable).parent / "hive-loose-ends"), "list", "--json", "--socket",
+                          str(socket_path)], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_upsert_and_clear_reach_the_sink(sink_factory, make_loose_ends, short_dir):
+    sink = sink_factory()
+    le = make_loose_ends(sink.socket_path)
+    assert le.upsert("t1", "done exit=0", "Read(/h/t1.out)", {"exit_code": 0, "paths": ["/h/t1.out"]})
+    assert le.flush(20)
+    [todo] = list_todos(sink.socket_path)
+    assert (todo["source"], todo["key"], todo["summary"]) == ("bash", "t1", "done exit=0")
+    assert todo["body"] == "Read(/h/t1.out)"
+    assert todo["data"] == {"exit_code": 0, "paths": ["/h/t1.out"]}
+    assert le.clear("t1") and le.flush(20)
+    assert list_todos(sink.socket_path) == []
+    assert sink.changes(2) == [("upsert", "t1", "done exit=0"), ("clear", "t1")]
+    assert outbox_files(short_dir) == [], "delivered todos must leave the outbox"
+
+
+def test_harness_down_at_completion_then_started_later_arrives_once(sink_factory, make_loose_ends, short_dir):
+    socket_path = short_dir / "agent.sock"
+    le = make_loose_ends(socket_path)
+    assert le.upsert("t1", "done exit=3", "Read(/h/t1.err)", {"exit_code": 3})
+    assert not le.flush(0), "nothing listens: it cannot have been delivered"
+    assert le.pending_keys() == ["t1"]
+    # Kept on disk, private: directories 0700, the file 0600.
+    assert outbox_files(short_dir) == ["t1.json"]
+    assert stat.S_IMODE(outbox_dir(short_dir).stat().st_mode) == 0o700
+    assert stat.S_IMODE(outbox_dir(short_dir).parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE((outbox_dir(short_dir) / "t1.json").stat().st_mode) == 0o600
+
+    sink = sink_factory(socket_path)
+    assert le.flush(20)
+    # A sentinel sent after it: delivery is one request at a time, so a duplicate would have come before it.
+    assert le.upsert("sentinel", "s", "") and le.flush(20)
+    assert sink.changes(2) == [("upsert", "t1", "done exit=3"), ("upsert", "sentinel", "s")]
+    assert outbox_files(short_dir) == []
+
+
+def test_a_new_todo_wakes_the_backoff_wait(sink_factory, make_loose_ends, short_dir, wait):
+    socket_path = short_dir / "agent.sock"
+    le = make_loose_ends(socket_path, backoff_initial=3600, backoff_max=3600)
+    le.upsert("a", "first", "")
+    wait(le._cond, lambda: le.status()["last_error"], 20, "the first attempt to fail")
+    sink = sink_factory(socket_path)
+    le.upsert("b", "second", "")  # without the wake-up both would wait an hour
+    sink.wait_event(lambda e: e.get("key") == "b", "todo b")
+    assert sink.changes(2) == [("upsert", "a", "first"), ("upsert", "b", "second")]
+
+
+def test_close_wakes_the_backoff_wait_and_keeps_the_outbox(make_loose_ends, short_dir, wait):
+    le = make_loose_ends(short_dir / "nobody.sock", backoff_initial=3600, backoff_max=3600)
+    le.upsert("a", "first", "")
+    wait(le._cond, lambda: le.status()["last_error"], 20, "the first attempt to fail")
+    le.close(timeout=30)
+    assert not le._thread.is_alive()
+    assert le.status()["state"] == "closed"
+    assert outbox_files(short_dir) == ["a.json"]
+    assert le.upsert("b", "after close", ""), "after close todos still go to the outbox, for the next start"
+    assert outbox_files(short_dir) == ["a.json", "b.json"]
+
+
+DAEMON = """
+import sys
+from pathlib import Path
+from common.loose_ends import LooseEnds
+le = LooseEnds("bash", Path(sys.argv[1]), Path(sys.argv[2]), backoff_initial=3600)
+le.upsert("t1", "done exit=0", "Read(t1.out)", {"exit_code": 0})
+le.upsert("t2", "running", "")
+le.upsert("t2", "done exit=1", "Read(t2.err)", {"exit_code": 1})
+le.upsert("t3", "running", "")
+le.clear("t3")
+print("queued", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_daemon_killed_with_undelivered_todos_then_restarted(sink_factory, make_loose_ends, short_dir):
+    socket_path = short_dir / "agent.sock"
+    child = subprocess.Popen([sys.executable, "-c", DAEMON, str(short_dir / "state"), str(socket_path)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=REPO)
+    try:
+        assert child.stdout.readline() == b"queued\n"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    assert outbox_files(short_dir) == ["t1.json", "t2.json", "t3.json"]
+
+    sink = sink_factory(socket_path)
+    le = make_loose_ends(socket_path)
+    assert le.flush(20)
+    # In the order of their last change; t2 only in its newest state. t3's upsert never went out, but the
+    # killed process may have sent an earlier one, so its clear is sent, never its upsert.
+    assert sink.changes(3) == [("upsert", "t1", "done exit=0"), ("upsert", "t2", "done exit=1"), ("clear", "t3")]
+    assert [(t["key"], t["data"]) for t in list_todos(socket_path)] == [("t1", {"exit_code": 0}), ("t2", {"exit_code": 1})]
+    assert outbox_files(short_dir) == []
+
+
+def test_outbox_keeps_one_file_a_key_with_the_newest_state(make_loose_ends, short_dir):
+    le = make_loose_ends(None)
+    for n in range(50):
+        le.upsert("busy", f"step {n}", f"body {n}", {"n": n})
+    assert outbox_files(short_dir) == ["busy.json"]
+    record = json.loads((outbox_dir(short_dir) / "busy.json").read_text())
+    assert record["message"]["summary"] == "step 49" and record["message"]["data"] == {"n": 49}
+
+
+def test_clear_of_a_key_the_harness_knows_nothing_of_sends_nothing(sink_factory, make_loose_ends, short_dir):
+    socket_path = short_dir / "agent.sock"
+    sink = sink_factory(socket_path)
+    le = make_loose_ends(socket_path)
+    le.upsert("k", "v1", "")
+    le.clear("k")
+    assert le.flush(20)  # the clear is acknowledged: this process now knows the harness holds nothing for k
+    assert sink.stop() == 0
+    le.upsert("k", "v2", "")  # cannot be delivered now
+    assert le.pending_keys() == ["k"]
+    le.clear("k")  # the upsert never left: both vanish
+    assert le.pending_keys() == [] and outbox_files(short_dir) == []
+    sink2 = sink_factory(socket_path)
+    assert le.upsert("sentinel", "s", "") and le.flush(20)
+    assert sink2.changes(1) == [("upsert", "sentinel", "s")]
+
+
+def test_clear_after_a_delivered_upsert_is_still_sent(sink_factory, make_loose_ends, short_dir):
+    socket_path = short_dir / "agent.sock"
+    sink = sink_factory(socket_path)
+    le = make_loose_ends(socket_path)
+    le.upsert("k", "v1", "")
+    assert le.flush(20)
+    assert sink.stop() == 0
+    le.upsert("k", "v2", "")
+    le.clear("k")  # v2 is dropped, but the harness holds v1: the clear must go out
+    assert le.pending_keys() == ["k"]
+    assert json.loads((outbox_dir(short_dir) / "k.json").read_text())["message"]["op"] == "todo.clear"
+    sink2 = sink_factory(socket_path)
+    assert le.flush(20)
+    assert sink2.changes(1) == [("clear", "k")]
+
+
+def test_no_socket_keeps_todos_in_the_outbox_and_the_log(make_loose_ends, short_dir, caplog):
+    caplog.set_level(logging.INFO, logger="common.loose_ends")
+    le = make_loose_ends(None)
+    assert le.upsert("t1", "done exit=0", "Read(x)")
+    assert le.flush(5) is False  # answers at once: nothing can be delivered
+    assert outbox_files(short_dir) == ["t1.json"]
+    assert "no harness socket" in caplog.text and "bash/t1 done exit=0" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "args, rule",
+    [
+        (("Bad Key", "s", ""), "key:"),
+        (("k", 3, ""), "summary: must be a string"),
+        (("k", "s", None), "body: must be a string"),
+        (("k", "s", "", ["not", "an", "object"]), "data: must be a JSON object"),
+        (("k", "s", "", {"when": object()}), "data: must be JSON-serialisable"),
+        (("k", "s", "", {"x": float("nan")}), "data: must be JSON-serialisable"),
+        (("k", "s", "x" * (1024 * 1024 + 1)), "at most 1048576"),
+    ],
+)
+def test_bad_todos_are_refused_with_a_log_never_raised(make_loose_ends, short_dir, caplog, args, rule):
+    le = make_loose_ends(None)
+    assert le.upsert(*args) is False
+    assert rule in caplog.text
+    assert le.pending_keys() == [] and outbox_files(short_dir) == []
+    assert le.clear("../etc") is False
+
+
+def test_summary_line_breaks_are_folded(make_loose_ends):
+    le = make_loose_ends(None)
+    assert le.upsert("k", "two\nlines", "body\nstays")
+    message = le._pending["k"].message
+    assert (message["summary"], message["body"]) == ("two lines", "body\nstays")
+
+
+def test_unreadable_outbox_files_are_set_aside_and_the_rest_delivered(sink_factory, make_loose_ends, short_dir):
+    first = make_loose_ends(None)
+    first.upsert("good", "kept", "")
+    first.close()
+    (outbox_dir(short_dir) / "broken.json").write_text("{not json")
+    (outbox_dir(short_dir) / ".good.abc.tmp").write_text("half a write")
+    sink = sink_factory()
+    le = make_loose_ends(sink.socket_path)
+    assert le.flush(20)
+    assert sink.changes(1) == [("upsert", "good", "kept")]
+    assert outbox_files(short_dir) == ["broken.json.corrupt"]
+
+
+def test_two_sources_share_a_state_dir_without_mixing(sink_factory, make_loose_ends, short_dir):
+    bash = make_loose_ends(None, source="bash")
+    sub = make_loose_ends(None, source="subagent")
+    bash.upsert("same", "from bash", "")
+    sub.upsert("same", "from subagent", "")
+    bash.close(), sub.close()
+    sink = sink_factory()
+    again = [make_loose_ends(sink.socket_path, source=s) for s in ("bash", "subagent")]
+    assert all(le.flush(20) for le in again)
+    assert sorted((t["source"], t["summary"]) for t in list_todos(sink.socket_path)) == [
+        ("bash", "from bash"), ("subagent", "from subagent")]
+
+
+def test_a_bad_source_is_a_startup_error(short_dir):
+    with pytest.raises(ValueError, match="source"):
+        LooseEnds("Bash!", short_dir / "state", None)
+
+
+def test_an_unusable_state_dir_keeps_todos_in_memory(make_loose_ends, short_dir, caplog):
+    (short_dir / "state").write_text("a file where the state directory should be")
+    le = make_loose_ends(None)
+    assert le.upsert("k", "s", "")
+    assert le.pending_keys() == ["k"]
+    assert "kept in memory only" in caplog.text
+    assert os.path.isfile(short_dir / "state")
