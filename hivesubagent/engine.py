@@ -101,6 +101,7 @@ class Turn:
     ended_mono: float | None = None
     timers: list[threading.Timer] = field(default_factory=list)
     reader: threading.Thread | None = None
+    reported: bool = False  # its todo is queued (after ENDED: a continue is never refused once the todo says done)
 
     @property
     def pid(self) -> int | None:
@@ -162,7 +163,9 @@ class SubagentEngine:
             return turn
 
     def _release(self, turn: Turn) -> None:
+        """Free a reservation whose claude never ran (a refusal or a failed spawn): nothing to report."""
         with self._cond:
+            turn.reported = True
             self._transition(turn, TurnState.ENDED)
 
     # ------------------------------------------------------------------------------------------ the verbs
@@ -269,10 +272,11 @@ class SubagentEngine:
             wait_for(self._cond, lambda: not self._turns, self.settings.kill_grace)
             for turn in list(self._turns.values()):
                 self._stop(turn, force=True, reason="daemon shutdown")
-            wait_for(self._cond, lambda: not self._turns, AFTER_KILL_SECONDS)
-            left = list(self._turns)
+            # Until every todo is queued, not just every turn ended: the caller flushes the todos next.
+            wait_for(self._cond, lambda: all(t.reported for t in turns), AFTER_KILL_SECONDS)
+            left = [t.name for t in turns if not t.reported]
         if left:
-            log.error("shutdown: turns still not recorded as ended: %s", ", ".join(left))
+            log.error("shutdown: turns whose end could not be recorded in time: %s", ", ".join(left))
 
     def running_names(self) -> list[str]:
         with self._cond:
@@ -372,6 +376,9 @@ class SubagentEngine:
         )
         summary, body, data = self._todo(turn)
         self._safe_todo(lambda: self.todos.upsert(turn.name, summary, body, data))
+        with self._cond:
+            turn.reported = True
+            self._cond.notify_all()
 
     def _account(self, turn: Turn, outcome: claude.Outcome) -> None:
         """This turn's cost: claude's cumulative total after it minus the one before (transcript if no result)."""

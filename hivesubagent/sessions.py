@@ -33,6 +33,7 @@ _PROJECT_DIR_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _RESERVED = re.compile(r"(?:con|prn|aux|nul|com[0-9]|lpt[0-9])", re.IGNORECASE)
 _NOT_ALNUM = re.compile(r"[^a-zA-Z0-9]")
 TAIL_BYTES = 64 * 1024
+PARSE_CACHE_ENTRIES = 512  # parsed transcripts kept (small objects: counts, the last turn's texts)
 INTERRUPT_MARK = "[Request interrupted"
 
 # The last turn's outcome as a transcript shows it. "no_result" is a prompt with no answer after it: the turn
@@ -270,6 +271,7 @@ class SessionStore:
     workdir: Path
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     _titles: dict[Path, tuple[int, int, str | None]] = field(default_factory=dict, repr=False)
+    _parsed: dict[Path, tuple[int, int, Transcript]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -341,6 +343,21 @@ class SessionStore:
             self._titles[path] = (*key, name)
         return name
 
+    def read(self, path: Path) -> Transcript:
+        """`read_transcript`, cached by size and mtime: `status` of every session re-reads only what changed."""
+        st = path.stat()
+        key = (st.st_size, st.st_mtime_ns)
+        with self._lock:
+            cached = self._parsed.get(path)
+        if cached is not None and cached[:2] == key:
+            return cached[2]
+        transcript = read_transcript(path)
+        with self._lock:
+            if len(self._parsed) >= PARSE_CACHE_ENTRIES:
+                self._parsed.pop(next(iter(self._parsed)))
+            self._parsed[path] = (*key, transcript)
+        return transcript
+
     def find_all(self, name: str) -> list[Path]:
         """Every live (not archived) transcript whose session is named `name`, newest first."""
         matches = [p for p in self._files() if self.title(p) == name]
@@ -350,7 +367,7 @@ class SessionStore:
         """The session named `name` (the newest transcript if several carry the name), parsed; or None."""
         for path in self.find_all(name):
             try:
-                return read_transcript(path)
+                return self.read(path)
             except OSError:
                 continue
         return None
@@ -360,7 +377,7 @@ class SessionStore:
         out = []
         for path in self._files(archived=include_archived):
             try:
-                out.append(read_transcript(path))
+                out.append(self.read(path))
             except OSError:
                 continue
         return sorted(out, key=lambda t: t.mtime, reverse=True)

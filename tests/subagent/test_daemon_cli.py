@@ -49,6 +49,18 @@ def sink_todos(path: Path) -> list[dict]:
     return json.loads(out.stdout) if out.returncode == 0 else []
 
 
+def wait_todo(sink: Path, daemon, summary_part: str, key: str = "job", seconds: float = 60.0) -> dict:
+    """Until the sink holds todo `key` whose summary contains `summary_part` (polled: another process's state;
+    each poll is a process start, so not too often). On timeout, the daemon's log says why."""
+    def found():
+        return next((t for t in sink_todos(sink) if t["key"] == key and summary_part in t["summary"]), None)
+
+    try:
+        return wait_until(found, seconds, f"a {key!r} todo with {summary_part!r} at the sink", interval=0.2)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\ndaemon log:\n{daemon.log()[-3000:]}") from None
+
+
 async def _sdk_session(url: str):
     async with Client(url) as client:
         tools = await client.list_tools()
@@ -76,8 +88,7 @@ def test_daemon_end_to_end(daemon_factory, claude_bin, real_env, prompt_file, tm
     started = run_cli("start", "job", os.path.relpath(prompt_file), "--trigger", "job-1 MOCK:reply=job done", "--json", env=env)
     assert started.returncode == 0, started.stderr
     assert json.loads(started.stdout)["name"] == "job"
-    wait_until(lambda: any(t["key"] == "job" for t in sink_todos(sink)), 60, "the job's completion todo at the sink")
-    todo = next(t for t in sink_todos(sink) if t["key"] == "job")
+    todo = wait_todo(sink, daemon, "turn 1")
     assert todo["source"] == "subagent" and todo["summary"].startswith("subagent job: turn 1 completed")
     assert "job done" in todo["body"]
 
@@ -97,8 +108,7 @@ def test_daemon_end_to_end(daemon_factory, claude_bin, real_env, prompt_file, tm
     # SIGTERM: the running turn is interrupted, its todo delivered, no claude left behind, exit 0
     assert daemon.stop(signal.SIGTERM, timeout=30) == 0
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    wait_until(lambda: "turn 2" in next(t for t in sink_todos(sink) if t["key"] == "job")["summary"], 30, "the shutdown todo")
-    todo = next(t for t in sink_todos(sink) if t["key"] == "job")
+    todo = wait_todo(sink, daemon, "turn 2")
     assert "interrupted" in todo["summary"] and "daemon shutdown" in todo["body"]
 
     down = run_cli("status", env=env)
@@ -106,6 +116,22 @@ def test_daemon_end_to_end(daemon_factory, claude_bin, real_env, prompt_file, tm
     log = run_cli("log", "job", env=env)
     assert log.returncode == 0 and "=== turn 1" in log.stdout and "> job-1 MOCK:reply=job done" in log.stdout
     assert "job done" in log.stdout and "=== turn 2" in log.stdout
+
+    # a new daemon reattaches to the session on disk: the transcript is the only record
+    again = daemon_factory(
+        [str(BIN / "hive-subagent-daemon"), "--claude-bin", claude_bin, "--workdir", str(workdir),
+         "--state-dir", str(tmp_path / "state"), "--agent-socket", str(sink)],
+        env=real_env,
+    )
+    env["HIVE_SUBAGENT_URL"] = again.url
+    before = json.loads(run_cli("status", "job", "--json", env=env).stdout)
+    assert before["running"] is False and before["turns"] == 2 and before["last_turn"]["outcome"] == "interrupted"
+    resumed = run_cli("continue", "job", "job-3 MOCK:reply=back after restart", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    wait_todo(sink, again, "turn 3 completed")
+    after = json.loads(run_cli("status", "job", "--json", env=env).stdout)
+    assert after["session_id"] == before["session_id"] and after["turns"] == 3
+    assert after["last_turn"]["result_text"] == "back after restart"
 
 
 def test_log_and_list_read_transcripts_without_a_daemon(tmp_path):
