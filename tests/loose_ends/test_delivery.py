@@ -259,3 +259,24 @@ def test_an_unusable_state_dir_keeps_todos_in_memory(make_loose_ends, short_dir,
     assert le.pending_keys() == ["k"]
     assert "kept in memory only" in caplog.text
     assert os.path.isfile(short_dir / "state")
+
+
+def test_the_minimal_harness_in_the_protocol_doc_works(make_loose_ends, short_dir):
+    """The doc promises a harness author can start from its example: run it, and deliver to it."""
+    doc = (REPO / "docs" / "harness-protocol.md").read_text()
+    example = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    socket_path = short_dir / "doc.sock"
+    proc = subprocess.Popen([sys.executable, "-c", example], env=dict(os.environ, HIVE_AGENT_SOCKET=str(socket_path)),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        le = make_loose_ends(socket_path)
+        le.upsert("t1", "done", "")
+        le.upsert("t2", "done", "")
+        le.clear("t1")
+        assert le.flush(30), (le.status(), proc.poll())  # retries (with backoff) until the example listens
+        le.clear("never-seen")
+        assert le.flush(30)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert b"Traceback" not in proc.stderr.read()
