@@ -266,7 +266,12 @@ class Outbox:
         if not self.usable:
             return []
         found: list[tuple[int, dict[str, Any]]] = []
-        for path in sorted(self.directory.iterdir()):
+        try:
+            paths = sorted(self.directory.iterdir())
+        except OSError as e:
+            log.error("todo outbox %s cannot be read (%s): earlier todos stay there", self.directory, _os_reason(e))
+            return []
+        for path in paths:
             if path.name.startswith(".") and path.name.endswith(".tmp"):
                 _unlink_quietly(path)
             elif path.suffix == ".json":

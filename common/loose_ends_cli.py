@@ -62,6 +62,7 @@ class TodoBoard:
 
     def __init__(self, as_json: bool):
         self.as_json = as_json
+        self.quiet = False
         self._lock = threading.Lock()
         self._todos: dict[tuple[str, str], dict[str, Any]] = {}
 
@@ -103,6 +104,15 @@ class TodoBoard:
         return {"ok": True}
 
     def _print(self, event: dict[str, Any]) -> None:
+        """Print one change; a closed stdout (`serve | head`) stops the printing, never the serving."""
+        if self.quiet:
+            return
+        try:
+            self._echo(event)
+        except OSError:
+            self.quiet = True
+
+    def _echo(self, event: dict[str, Any]) -> None:
         if self.as_json:
             click.echo(json.dumps(event, ensure_ascii=False))
             return

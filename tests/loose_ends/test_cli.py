@@ -162,3 +162,21 @@ def test_help_teaches_the_commands_and_exit_codes():
     for word in ("serve", "list", "upsert", "clear", "HIVE_AGENT_SOCKET", "harness-protocol.md", "Exit codes"):
         assert word in r.output
     assert "socket file is created 0600" in run("serve", "--help").output
+
+
+def test_serve_keeps_serving_when_its_output_is_closed(short_dir):
+    """`hive-loose-ends serve | head -1`: a broken stdout must stop the printing, not the socket."""
+    path = short_dir / "agent.sock"
+    proc = subprocess.Popen([str(SINK_BIN), "serve", "--socket", str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline().startswith(b"hive-loose-ends: serving")
+        proc.stdout.close()
+        for key in ("a", "b"):
+            r = run("upsert", "--socket", str(path), "--source", "bash", "--key", key, "--summary", "s")
+            assert r.exit_code == 0, r.output
+        assert [t["key"] for t in json.loads(run("list", "--socket", str(path), "--json").output)] == ["a", "b"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(15)
+    assert b"Traceback" not in proc.stderr.read()
