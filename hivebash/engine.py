@@ -162,6 +162,10 @@ class Engine:
         self._leftovers: dict[str, list[ProcInfo]] = {}
         self._seq = 0
         self._closing = False
+        # Todo calls decided under the lock, made after it in the same order (the loose-ends object may write
+        # its outbox to disk: status/kill must never wait on that).
+        self._todo_ops: collections.deque[tuple[str, tuple]] = collections.deque()
+        self._todo_lock = threading.Lock()
         self._wake = threading.Event()
         self._housekeeper: threading.Thread | None = None
 
@@ -185,6 +189,7 @@ class Engine:
             self.store.save(t)
             self._upsert_completion(t)
         self._prune()
+        self._flush_todos()
         self._housekeeper = threading.Thread(target=self._housekeeping, name="bash-housekeeping", daemon=True)
         self._housekeeper.start()
 
@@ -220,6 +225,7 @@ class Engine:
             self.reaper.remember(procs)
             stop_processes(procs, force=True, deadline=time.monotonic() + 0.5)
         self.reaper.reap(self._our_markers)
+        self._flush_todos()
         self._wake.set()
 
     # ----- run ----------------------------------------------------------------------------------------
@@ -314,7 +320,7 @@ class Engine:
         self._seen.discard(task_id)
         if task_id in self._todo_open:
             self._todo_open.discard(task_id)
-            self.todos.clear(task_id)
+            self._todo_ops.append(("clear", (task_id,)))
 
     # ----- the queue and the workers' hooks -------------------------------------------------------------
 
@@ -399,6 +405,7 @@ class Engine:
             if not self._inline_waiters[task.id]:
                 self._upsert_completion(task)
             self._start_queued()
+        self._flush_todos()
         self._wake.set()  # retention and orphan reaping
 
     def _end_without_process(self, task: Task, state: str, note: str) -> None:
@@ -408,6 +415,19 @@ class Engine:
         self._cond.notify_all()
         if not self._inline_waiters[task.id]:
             self._upsert_completion(task)
+
+    def _flush_todos(self) -> None:
+        """Deliver queued todo calls in decision order, outside the engine's lock, one drainer at a time."""
+        with self._todo_lock:
+            while True:
+                with self._cond:
+                    if not self._todo_ops:
+                        return
+                    op, args = self._todo_ops.popleft()
+                try:
+                    getattr(self.todos, op)(*args)
+                except Exception:  # a todo must never break a tool call or a worker
+                    log.exception("todo %s failed", op)
 
     # ----- todos ------------------------------------------------------------------------------------------
 
@@ -420,8 +440,8 @@ class Engine:
                 f"Output so far: Read({out}) and Read({err}). Check it with status(id=\"{task.id}\"); "
                 "its completion will replace this todo.")
         self._todo_open.add(task.id)
-        self.todos.upsert(task.id, f"bash {task.id} {what}: {shorten(task.cmd, 60)}", body,
-                          {"id": task.id, "status": task.state})
+        self._todo_ops.append(("upsert", (task.id, f"bash {task.id} {what}: {shorten(task.cmd, 60)}", body,
+                                           {"id": task.id, "status": task.state})))
 
     def _upsert_completion(self, task: Task) -> None:
         if task.id in self._seen:
@@ -440,15 +460,15 @@ class Engine:
                 f"stdout: Read({out})\nstderr: Read({err})\n"
                 f"status(id=\"{task.id}\") shows the tails and clears this todo.")
         self._todo_open.add(task.id)
-        self.todos.upsert(task.id, f"bash {task.id} {' '.join(facts)}: {shorten(task.cmd, 60)}", body,
-                          self._view_locked(task.id).to_dict())
+        self._todo_ops.append(("upsert", (task.id, f"bash {task.id} {' '.join(facts)}: {shorten(task.cmd, 60)}", body,
+                                           self._view_locked(task.id).to_dict())))
 
     def _observed_terminal(self, task: Task) -> None:
         """The caller is about to hand a terminal result to the agent: no todo for it, and clear an open one."""
         self._seen.add(task.id)
         if task.id in self._todo_open:
             self._todo_open.discard(task.id)
-            self.todos.clear(task.id)
+            self._todo_ops.append(("clear", (task.id,)))
 
     # ----- status, waits ------------------------------------------------------------------------------------
 
@@ -520,6 +540,7 @@ class Engine:
 
     def _view(self, task_id: str) -> TaskView:
         """Snapshot under the lock; tails and leftover checks outside it (file and /proc reads)."""
+        self._flush_todos()
         with self._cond:
             view = self._view_locked(task_id)
             leftovers = list(self._leftovers.get(task_id, ()))
@@ -660,6 +681,7 @@ class Engine:
                       if i < excess or now - (t.result.ended_at if t.result else t.submitted_at) > max_age]
             for t in doomed:
                 self._forget(t.id)
+        self._flush_todos()
         for t in doomed:
             self.store.delete(t.id)
         if doomed:
