@@ -44,7 +44,10 @@ def _version() -> str:
 def daemon_main(**options: Any) -> None:
     """Serve the subagent MCP tools (start, continue, interrupt, status) over streamable HTTP."""
     settings = settings_from_options(SubagentSettings, options)
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    level = logging.getLevelName(settings.log_level.upper())
+    if not isinstance(level, int):
+        raise click.BadParameter("must be one of debug, info, warning, error", param_hint="--log-level")
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from common.loose_ends import LooseEnds
     from common.mcp_http import McpApp
     from common.serve import serve_daemon

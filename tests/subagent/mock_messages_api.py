@@ -2,7 +2,8 @@
 
 Why a mock: the tests drive the real claude CLI (2.1.328) end to end, and the only thing that cannot run here
 is Anthropic's API. This server answers what claude sends with Anthropic's own wire shapes (SSE for
-`stream: true`), and lets a test steer each reply through directives in the text of the LAST user message:
+`stream: true`), and lets a test steer each reply through directives in the current prompt (the last block of the last user
+message that is not a `<system-reminder>`):
 
     MOCK:sleep=SECONDS     send message_start, then wait that long before the text (a turn "in progress");
                            cut short when the server stops
@@ -12,18 +13,27 @@ is Anthropic's API. This server answers what claude sends with Anthropic's own w
                            message carries the tool_result, gets a text reply quoting that result
     MOCK:cost=N            report N output tokens (default 7) so cost figures differ per turn
 
-What the real CLI sends (probed 2026-11-30 with `scripts`-installed claude 2.1.328, env as in
-`claude_env()` below; see `requests` on the server object for the exact log):
-  * one `POST /v1/messages?beta=true` per model call, `stream: true`, headers `x-api-key`,
-    `anthropic-version: 2023-06-01`, `anthropic-beta: ...`; body `model`, `system` (list of text blocks; the
-    `--append-system-prompt-file` text is in there), `messages`, `tools`, `max_tokens`, `metadata`,
-    `thinking`/`context_management` in some cases;
-  * `messages` may contain `role: "system"` entries and consecutive same-role entries: never assume strict
-    user/assistant alternation;
-  * user content is a string or a list of blocks (`text`, `tool_result`, plus `<system-reminder>` text blocks);
-  * nothing else is needed for `-p` runs with CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1; any other path
-    (e.g. `/v1/messages/count_tokens`, `/api/...`) is logged and answered sensibly: count_tokens with a
-    token estimate, everything else 404 with an Anthropic `not_found_error` body.
+What the real CLI sends (probed 2026-11-30 with claude 2.1.328 as scripts/test installs it, env as in
+`claude_env()` below; `server.requests` keeps the exact log, and test_interop_claude.py checks the first
+points on every run):
+  * nothing but `POST /v1/messages?beta=true`, `stream: true`, one per model call: no count_tokens, no
+    telemetry, no other path with CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1. Anything else would be logged
+    and answered sensibly anyway: count_tokens with an estimate, any other path 404 `not_found_error`;
+  * headers `x-api-key`, `anthropic-version: 2023-06-01`, a long `anthropic-beta` list, `x-app: cli`,
+    `X-Claude-Code-Session-Id` (the session uuid); body keys `model`, `system` (text blocks; the
+    `--append-system-prompt-file` text is among them), `messages`, `tools`, `max_tokens`, `metadata`,
+    `thinking`, `context_management`, `output_config`;
+  * `messages` ends with a `role: "system"` entry (the environment block) after the user prompt: no strict
+    user/assistant alternation. User content is a list of text blocks, the prompt last after several
+    `<system-reminder>` blocks (or a `tool_result` block after a tool call);
+  * after a failed turn the next prompt is merged into the SAME user message (["first MOCK:fail=400",
+    "second"]), hence directives come from the last non-reminder block only;
+  * an HTTP 500 is retried CLAUDE_CODE_MAX_RETRIES times (~0.5 s apart), a 400 up to 6 requests in all;
+    then the turn ends with an `is_error` result (`api_error_status`) and rc 1;
+  * the default model is `claude-opus-5-5`; claude prices the mock's usage, so costs are small but non-zero;
+  * SIGINT mid-turn (stream-json): rc 0, then sometimes a `result` line with subtype
+    `error_during_execution`, sometimes none (FACTS.md saw only the latter); SIGINT before the request is
+    sent leaves no transcript at all.
 """
 
 from __future__ import annotations

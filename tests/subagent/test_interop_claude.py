@@ -68,6 +68,11 @@ def test_lifecycle_start_status_todo_continue_refusal(engine_factory, claude_bin
     assert requests_with(mock_api, "life-2")[0]["model"] == "claude-haiku-4-5"
     assert second["outcome"]["total_cost_usd"] == pytest.approx(outcome["total_cost_usd"] + second["outcome"]["cost_usd"])
 
+    # what claude 2.1.328 sent (mock_messages_api's docstring): nothing but streamed POST /v1/messages?beta=true
+    assert {(r.method, r.path) for r in mock_api.requests} == {("POST", "/v1/messages?beta=true")}
+    assert all(r.body["stream"] is True for r in mock_api.requests)
+    assert "system" in [m["role"] for m in first["messages"]]  # role "system" inside messages: no strict alternation
+
     final = tools.call("status", {"name": "life"}).data
     assert final["running"] is False and final["turns"] == 2 and final["model"] == "claude-haiku-4-5"
     assert final["last_turn"]["outcome"] == "completed" and final["last_turn"]["result_text"] == "second answer"
