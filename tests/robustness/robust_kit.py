@@ -63,30 +63,31 @@ def host_of(url: str) -> str:
     return f"{parts.hostname}:{parts.port}"
 
 
-def post_json(url: str, body: Any, headers: dict[str, str | None] | None = None, method: str = "POST") -> RawResponse:
+def post_json(url: str, body: Any, headers: dict[str, str | None] | None = None, method: str = "POST",
+              timeout: float = 20.0) -> RawResponse:
     """A well-formed POST to /mcp with `headers` overriding (None drops one)."""
     merged: dict[str, str | None] = {"Host": host_of(url), **HEADERS_BASE, **(headers or {})}
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     pairs = [(k, v) for k, v in merged.items() if v is not None]
-    return exchange(url, build_request(method, urlsplit(url).path, "HTTP/1.1", pairs, data), method)
+    return exchange(url, build_request(method, urlsplit(url).path, "HTTP/1.1", pairs, data), method, timeout)
 
 
 def modern_call(url: str, method: str, params: dict | None = None, headers: dict | None = None,
-                request_id: Any = 1) -> RawResponse:
+                request_id: Any = 1, timeout: float = 20.0) -> RawResponse:
     params = dict(params or {})
     params.setdefault("_meta", META)
     h: dict[str, str | None] = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
     if method == "tools/call":
         h["Mcp-Name"] = params.get("name")
     h.update(headers or {})
-    return post_json(url, {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, h)
+    return post_json(url, {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, h, timeout=timeout)
 
 
 def call_tool_raw(url: str, name: str, arguments: Any, token: str | None = None,
-                  structured: bool = True) -> RawResponse:
+                  structured: bool = True, timeout: float = 20.0) -> RawResponse:
     meta = dict(META, **({"hive/structured": True} if structured else {}))
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return modern_call(url, "tools/call", {"name": name, "arguments": arguments, "_meta": meta}, headers)
+    return modern_call(url, "tools/call", {"name": name, "arguments": arguments, "_meta": meta}, headers, timeout=timeout)
 
 
 def _unsupported_transfer_coding(request: bytes) -> bool:
