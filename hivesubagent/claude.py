@@ -124,12 +124,11 @@ class Spawned:
             return ""
 
     def close(self) -> None:
-        for f in (self.stderr, self.proc.stdout):
-            try:
-                if f is not None:
-                    f.close()
-            except OSError:
-                pass
+        """Close stderr. stdout belongs to its reader thread, which closes it at EOF."""
+        try:
+            self.stderr.close()
+        except OSError:
+            pass
 
 
 RESULT_KEEP = 64 * 1024  # characters of result text kept in memory; more is never shown

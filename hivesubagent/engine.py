@@ -341,6 +341,8 @@ class SubagentEngine:
         return self._view(turn)
 
     def _read(self, turn: Turn) -> None:
+        """Claude's stdout until EOF. Only this thread closes the pipe: closing a buffered reader while another
+        thread is blocked in it would block the closer on the buffer's lock."""
         stdout = turn.spawned.proc.stdout
         try:
             for raw in stdout:
@@ -349,7 +351,9 @@ class SubagentEngine:
                     with self._cond:
                         self._cond.notify_all()
         except (OSError, ValueError):
-            pass  # closed under us after the drain window: the watcher has moved on
+            pass
+        finally:
+            stdout.close()
 
     def _watch(self, turn: Turn) -> None:
         spawned = turn.spawned
@@ -365,6 +369,8 @@ class SubagentEngine:
             for timer in turn.timers:
                 timer.cancel()
         turn.reader.join(READER_DRAIN_SECONDS)
+        if turn.reader.is_alive():  # a process claude started (and that left its group) holds the pipe open
+            log.warning("session %s: claude exited but its stdout is still open; recording the turn from what was read", turn.name)
         outcome = claude.classify(turn.stream.result, returncode, dict(turn.sent), spawned.stderr_tail(), turn.stream.last_text)
         self._account(turn, outcome)
         spawned.close()

@@ -13,6 +13,7 @@ The prompt (stdin) steers it:
     FAKE:noresult         exit 0 without a result
     FAKE:error            an API-error result (is_error, api_error_status 500)
     FAKE:grandchild=PATH  start `sleep 300` in a new session (like claude's Bash tool), write its pid to PATH
+    FAKE:holdpipe=PATH    the same, but the sleep inherits stdout: it holds the pipe open after we exit
     FAKE:reply=TEXT       the reply text (rest of line)
 Every run appends its argv and prompt to $FAKE_CLAUDE_LOG (JSON lines) when set.
 """
@@ -97,8 +98,12 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN if directive(prompt, "ignore-int") is not None else finish_interrupted)
     pidfile = directive(prompt, "grandchild")
     if pidfile:
-        child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        child = subprocess.Popen(["sleep", "300"], start_new_session=True, stdout=subprocess.DEVNULL)
         Path(pidfile).write_text(str(child.pid))
+    holder = directive(prompt, "holdpipe")
+    if holder:  # a process that keeps our stdout open after we exit (and left our group)
+        child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        Path(holder).write_text(str(child.pid))
     sleep = directive(prompt, "sleep")
     if sleep:
         deadline = time.monotonic() + float(sleep)

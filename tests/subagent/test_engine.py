@@ -296,3 +296,22 @@ def test_parallel_starts_of_one_name_run_once(engine_factory, fake_claude_bin, f
     assert len(fake_log(tmp_path)) == 1
     assert len(SessionStore(engine.workdir, engine.env).find_all("race")) <= 1
     assert engine._turns["race"].state in (TurnState.RUNNING, TurnState.STOPPING)
+
+
+def test_a_leftover_holding_stdout_does_not_hold_the_turn(engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path, monkeypatch):
+    """Turn completion follows the process exit, not the pipe's EOF: a process that left claude's group may
+    keep stdout open for as long as it lives."""
+    import hivesubagent.engine as engine_module
+
+    monkeypatch.setattr(engine_module, "READER_DRAIN_SECONDS", 0.5)
+    engine, todos = engine_factory(fake_claude_bin, fake_env)
+    pidfile = tmp_path / "holder.pid"
+    engine.start("held", str(prompt_file), trigger=f"FAKE:holdpipe={pidfile}\nFAKE:reply=finished anyway")
+    try:
+        todo = todos.wait_upserts("held", seconds=30)[0]["data"]["outcome"]
+        assert todo["outcome"] == "completed" and todo["result_text"] == "finished anyway"
+        assert psutil.pid_exists(int(pidfile.read_text()))  # it really was still holding the pipe
+        assert engine.running_names() == []
+    finally:
+        if pidfile.exists():
+            psutil.Process(int(pidfile.read_text())).kill()
