@@ -98,6 +98,16 @@ class SubagentSettings(ServerSettings):
     )
     result_chars: int = knob(1500, "characters", "How much of a turn's result text status and the completion todo show.")
 
+    def validate(self) -> None:
+        super().validate()
+        if self.max_running < 1:
+            raise click.BadParameter("must be at least 1, or every start is refused", param_hint="--max-running")
+        if self.turn_timeout is not None and self.turn_timeout <= 0:
+            raise click.BadParameter("must be > 0 seconds (leave it unset for no limit)", param_hint="--turn-timeout")
+        for value, hint in ((self.kill_grace, "--kill-grace"), (self.confirm_wait, "--confirm-wait")):
+            if value < 0:
+                raise click.BadParameter("must be >= 0 seconds", param_hint=hint)
+
 
 def knob_fields(settings_cls: type) -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(settings_cls) if "unit" in f.metadata]

@@ -178,3 +178,11 @@ def test_daemon_refuses_bad_settings(tmp_path):
     bad_dir = subprocess.run([str(BIN / "hive-subagent-daemon"), "--workdir", str(tmp_path / "absent"), "--state-dir", str(tmp_path / "s"),
                               "--port", "0"], env=env, capture_output=True, text=True, timeout=30)
     assert bad_dir.returncode == 1 and "workdir" in bad_dir.stderr and "Traceback" not in bad_dir.stderr
+
+
+@pytest.mark.parametrize("flag, value, message", [("--max-running", "0", "at least 1"), ("--turn-timeout", "0", "must be > 0"),
+                                                  ("--kill-grace", "-1", ">= 0"), ("--log-level", "loud", "one of debug")])
+def test_daemon_refuses_knobs_that_cannot_work(tmp_path, flag, value, message):
+    out = subprocess.run([str(BIN / "hive-subagent-daemon"), "--claude-bin", sys.executable, "--workdir", str(tmp_path),
+                          "--state-dir", str(tmp_path / "s"), "--port", "0", flag, value], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2 and flag in out.stderr and message in out.stderr, out.stderr
