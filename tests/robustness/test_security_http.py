@@ -190,3 +190,26 @@ def test_slow_header_clients_do_not_block_others(robust_echo):
     finally:
         for sock in half_open:
             sock.close()
+
+
+# -- the real daemons use the same guard ---------------------------------------------------------------------------
+
+def test_bash_daemon_refuses_rebinding_and_requires_its_token(bash_factory, tmp_path):
+    """The shipped daemon, not only the echo test server: a foreign Host/Origin and a missing or wrong token are
+    refused before any tool runs; the right token runs the command."""
+    token_file = tmp_path / "bash-token"
+    token_file.write_text("bash-s3cret\n")
+    token_file.chmod(0o600)
+    daemon = bash_factory("--token-file", str(token_file), socket=False)
+    marker = tmp_path / "ran"
+    args = {"name": "guarded", "cmd": f"touch {marker}", "wait_seconds": 5}
+    params = {"name": "run", "arguments": args, "_meta": META}
+    good = {"Authorization": "Bearer bash-s3cret"}
+    assert modern_call(daemon.url, "tools/call", params, {**good, "Host": "localhost.evil.example"}).status == 421
+    assert modern_call(daemon.url, "tools/call", params, {**good, "Origin": "http://127.0.0.1.nip.io"}).status == 403
+    assert modern_call(daemon.url, "tools/call", params).status == 401
+    assert modern_call(daemon.url, "tools/call", params, {"Authorization": "Bearer bash-s3cre"}).status == 401
+    assert not marker.exists() and not (daemon.state_dir / "bash-tasks" / "guarded.json").exists()
+    resp = modern_call(daemon.url, "tools/call", params, good, timeout=60)
+    assert resp.status == 200 and not resp.json()["result"]["isError"], resp.text()
+    assert marker.exists()

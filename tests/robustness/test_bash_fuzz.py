@@ -1,0 +1,162 @@
+"""Hypothesis over every bash tool's arguments, through the real daemon (HTTP, transport, schema, engine).
+
+Properties: the answer is never a server error; a refusal is an `isError` result (or a JSON-RPC error) that
+names the field; the daemon stays up; and at the end no task is left pending or running, no task process is
+alive, and nothing was written outside the state directory — whatever names, ids and paths were tried
+(`../x`, `a/b`, `.`, NUL, look-alike letters, 64 characters...).
+
+The commands themselves come from a harmless set (the point is the arguments, not running random shell);
+random text still reaches the daemon inside a quoted printf, and as the command itself where it is refused.
+"""
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from daemon_harness import wait_until
+from daemons_kit import BashDaemon, task_processes
+from robust_kit import assert_well_formed_answer, call_tool_raw, result_text
+
+FUZZ = settings(max_examples=120, deadline=None, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+FIELD = re.compile(r"\b(cmd|timeout_secs|wait_seconds|name|cwd|id|force|state|limit|arguments)\b")
+NAME_OK = re.compile(r"[a-z0-9-]{1,63}\.(out|err|json)")
+
+# Names and ids that try to step out of the state directory or look like something they are not.
+PATH_TRICKS = ["../x", "..", ".", "a/b", "/etc/passwd", "x\x00y", "x\n", "x/../../y", "~root", "$(id)", "`id`",
+               "\u0430bc",  # Cyrillic a
+               "\uff54\uff41\uff53\uff4b",  # fullwidth "task"
+               "ta\u0455k", "A", "a" * 64, "", " ", "a b", "x.out", "x\\y", "%2e%2e", "a" * 63 + "\n"]
+names = st.sampled_from(PATH_TRICKS + ["ok", "fz-1", "a" * 63, "-", "0"]) | st.from_regex(r"[a-z0-9-]{1,8}", fullmatch=True) | st.text(max_size=70)
+json_leaf = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10)
+json_value = st.recursive(json_leaf, lambda i: st.lists(i, max_size=3) | st.dictionaries(st.text(max_size=5), i, max_size=3), max_leaves=8)
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+safe_cmds = st.sampled_from(["true", ":", "echo fuzz", "exit 3", "echo err >&2", "printf '\\000\\377\\n'", "kill -TERM $$",
+                             "sleep 0.05", "exec true"]) | st.text(max_size=40).filter(lambda t: "\x00" not in t).map(
+    lambda t: "printf %s " + _quoted(t))
+cmds = safe_cmds | st.sampled_from(["", " ", "\x00", "echo a\x00b", "x" * 65537]) | json_value.filter(lambda v: not isinstance(v, str))
+small_waits = st.sampled_from([0, 0, 0.01, 0.2, -1, float("nan"), float("inf"), "1", True, None, 10**9])
+numbers = st.sampled_from([1, 2, 0, -1, 1.5, 2.0, 10**9, 10**9 + 1, 10**20, True, "5", None, float("nan")]) | json_value
+cwds = st.sampled_from([".", "/", "/nonexistent", "state", "..", "x\x00y", "", "/etc/passwd", "a" * 5000]) | st.text(max_size=20)
+
+run_args_weird = st.fixed_dictionaries({}, optional={"cmd": cmds, "timeout_secs": numbers, "wait_seconds": small_waits,
+                                                     "name": names, "cwd": cwds, "extra": json_value})
+status_args_weird = st.fixed_dictionaries({}, optional={"id": names | json_value, "wait_seconds": small_waits, "x": json_value})
+kill_args_weird = st.fixed_dictionaries({}, optional={"id": names | json_value, "force": st.booleans() | json_value})
+valid_names = st.from_regex(r"[a-z0-9-]{1,12}", fullmatch=True)
+few = st.sampled_from  # (repeated entries weight the draw towards well-formed values)
+
+
+def mostly(valid, weird):
+    """Usually a well-formed value, so the fuzzing gets past the schema into the engine; sometimes a weird one."""
+    return st.one_of(valid, valid, valid, weird)
+
+
+run_args = mostly(st.fixed_dictionaries({"cmd": mostly(safe_cmds, cmds)}, optional={
+    "timeout_secs": mostly(st.integers(1, 5), numbers), "wait_seconds": mostly(few([0, 0.01, 0.5, 5]), small_waits),
+    "name": mostly(valid_names, names), "cwd": mostly(few([".", "/", "state"]), cwds)}), run_args_weird)
+status_args = mostly(st.fixed_dictionaries({"id": mostly(valid_names, names | json_value)}, optional={
+    "wait_seconds": mostly(few([0, 0.01, 0.3]), small_waits)}), status_args_weird)
+kill_args = mostly(st.fixed_dictionaries({"id": mostly(valid_names, names | json_value)}, optional={
+    "force": mostly(st.booleans(), json_value)}), kill_args_weird)
+list_args = st.fixed_dictionaries({}, optional={
+    "state": mostly(few(["pending", "running", "done", "timed_out", "killed", "interrupted"]), json_value | few(["PENDING", ""])),
+    "limit": mostly(st.integers(1, 1000), numbers)})
+calls = st.one_of(st.tuples(st.just("run"), run_args), st.tuples(st.just("run"), run_args),
+                  st.tuples(st.just("status"), status_args), st.tuples(st.just("kill"), kill_args),
+                  st.tuples(st.just("list"), list_args),
+                  st.tuples(st.sampled_from(["run", "status", "kill", "list"]), json_value))
+
+
+@pytest.fixture(scope="module")
+def fuzz_bash(tmp_path_factory):
+    """One daemon for all examples; at the end nothing may be left running or written outside its state dir."""
+    root = tmp_path_factory.mktemp("bash-fuzz")
+    daemon = BashDaemon(root, root / "state", None, ["--kill-grace", "0.5"]).start()
+    before = set(root.rglob("*"))
+    yield daemon
+    wait_until(lambda: not daemon.tasks("running") and not daemon.tasks("pending"), 60, "every fuzzed task to end")
+    markers = set()
+    for path in (daemon.state_dir / "bash-tasks").iterdir():
+        assert NAME_OK.fullmatch(path.name), f"a task file with a name outside the rule: {path.name!r}"
+    for record in (daemon.state_dir / "bash-tasks").glob("*.json"):
+        import json  # noqa: PLC0415
+
+        markers.add(json.loads(record.read_text())["marker"])
+    assert daemon.alive(), daemon.daemon.log()[-3000:]
+    assert daemon.stop() == 0
+    assert not task_processes(markers), "a fuzzed task outlived its daemon"
+    state = daemon.state_dir
+    stray = {p for p in set(root.rglob("*")) - before if state not in p.parents and p != state}
+    assert not stray, f"files written outside the state directory: {sorted(map(str, stray))[:20]}"
+    log = daemon.daemon.log()
+    assert "unexpected error serving" not in log and "failed unexpectedly" not in log, log[-4000:]
+
+
+@FUZZ
+@given(call=calls)
+def test_every_tool_answers_any_arguments_by_naming_the_field(fuzz_bash, call):
+    tool, arguments = call
+    resp = call_tool_raw(fuzz_bash.url, tool, arguments, timeout=90)
+    assert_well_formed_answer(resp)
+    body = resp.json()
+    if "result" in body:
+        result = body["result"]
+        text = result_text(result)
+        event(f"{tool} {'refused' if result['isError'] else 'ok'}: {text[:40]!r}" if result["isError"] else f"{tool} ok")
+        assert text.strip(), result
+        if result["isError"]:
+            assert FIELD.search(text), f"{tool}({arguments!r}) refused without naming a field: {text}"
+            assert "internal error" not in text and "Traceback" not in text, text
+    else:
+        assert body["error"]["message"], body
+    assert fuzz_bash.alive()
+
+
+@FUZZ
+@given(args=st.fixed_dictionaries({"cmd": safe_cmds}, optional={
+    "timeout_secs": st.integers(1, 3), "wait_seconds": few([0, 0.01, 0.3, 2]), "cwd": few([".", "/", "state"]),
+    "name": st.from_regex(r"[a-z]{1,2}", fullmatch=True)}))
+def test_well_formed_runs_are_accepted_or_refused_for_a_reason(fuzz_bash, args):
+    """Valid arguments in every combination (names reused while their task runs): run answers with the task, or
+    refuses naming `name` (still in use); a status of the task always works right after."""
+    result = fuzz_bash.call_result("run", args)
+    text = result_text(result)
+    if result["isError"]:
+        assert text.startswith("name:") and "still" in text, text
+        return
+    data = result["structuredContent"]
+    event(f"run -> {data['status']}")
+    assert data["status"] in ("pending", "running", "done", "timed_out", "killed")
+    assert data["stdout"]["path"].startswith(str(fuzz_bash.state_dir / "bash-tasks") + "/")
+    assert fuzz_bash.call("status", id=data["id"])["id"] == data["id"]
+
+
+@pytest.mark.parametrize("trick", PATH_TRICKS)
+def test_path_tricks_in_names_and_ids_are_refused_before_any_file(fuzz_bash, trick):
+    """A name or id outside [a-z0-9-]{1,63} is refused by every tool, naming the field, and creates nothing."""
+    files = set((fuzz_bash.state_dir / "bash-tasks").iterdir())
+    result = fuzz_bash.call_result("run", {"cmd": "echo x", "name": trick, "wait_seconds": 0})
+    assert result["isError"] and "name" in result_text(result), result
+    for tool in ("status", "kill"):
+        result = fuzz_bash.call_result(tool, {"id": trick})
+        assert result["isError"] and re.search(r"\bid\b", result_text(result)), (tool, result)
+    assert set((fuzz_bash.state_dir / "bash-tasks").iterdir()) == files
+    assert not Path(fuzz_bash.state_dir.parent / "x").exists()
+
+
+def test_a_valid_name_of_63_characters_works(fuzz_bash):
+    name = "z" * 63
+    assert fuzz_bash.call("run", cmd="echo long", name=name, wait_seconds=20)["status"] == "done"
+    assert (fuzz_bash.state_dir / "bash-tasks" / f"{name}.out").read_text() == "long\n"
+    started = time.monotonic()
+    assert fuzz_bash.call("status", id=name)["id"] == name and time.monotonic() >= started
