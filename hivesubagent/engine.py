@@ -461,6 +461,8 @@ class SubagentEngine:
                 "elapsed_s": round(turn.elapsed(), 3),
                 "confirmed": turn.stream.init_seen,
                 "signals": dict(turn.sent),
+                "turns_done": max(0, turn.number - 1),
+                "total_cost_usd": turn.cost_before,  # claude records cost at a turn's end: this is up to the last one
             }
             if turn.outcome is not None:
                 view["outcome"] = self._outcome_data(turn)

@@ -218,6 +218,8 @@ def render_session(view: dict[str, Any]) -> str:
         first = kv(name=view["name"], state=view["state"], running=True, session_id=view["session_id"], turn=view["turn"],
                    pid=view["pid"], model=view["model"] or "default", elapsed_s=view["elapsed_s"])
         lines = [first, f"started_at: {view['started_at']}", f"transcript: {view['transcript']}"]
+        if view.get("turns_done"):
+            lines.append(f"earlier turns: {view['turns_done']}, costing {kv(total_cost_usd=view['total_cost_usd']).split('=', 1)[1]} USD in all")
         if view["signals"]:
             lines.append("signals sent: " + ", ".join(f"{k} ({v})" for k, v in view["signals"].items()))
         return "\n".join(lines)

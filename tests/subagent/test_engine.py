@@ -68,7 +68,8 @@ def test_continue_resumes_by_id_and_counts_cost(engine_factory, fake_claude_bin,
     engine, todos = engine_factory(fake_claude_bin, fake_env)
     first = engine.start("gamma", str(prompt_file), trigger="one")
     todos.wait_upserts("gamma")
-    engine.continue_("gamma", "two FAKE:reply=second answer")
+    running = engine.continue_("gamma", "two FAKE:sleep=0.5 FAKE:reply=second answer")
+    assert running["turns_done"] == 1 and running["total_cost_usd"] == pytest.approx(0.01)
     todo = todos.wait_upserts("gamma", 2)[1]
     assert todo["data"]["turn"] == 2 and todo["data"]["session_id"] == first["session_id"]
     assert todo["data"]["outcome"]["cost_usd"] == pytest.approx(0.01)
