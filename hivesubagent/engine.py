@@ -231,6 +231,8 @@ class SubagentEngine:
             if turn is None:
                 raise SubagentError(f"name: {name!r} is not running (interrupt only reaches a running turn; see status(name={name!r}))")
             wait_for(self._cond, lambda: turn.state is not TurnState.STARTING, 5.0)
+            if turn.spawned is None:  # its start was refused or failed while we waited: nothing ran
+                raise SubagentError(f"name: {name!r} is not running (its start did not get as far as running claude)")
             self._stop(turn, force=force, reason="interrupt(force=true)" if force else "interrupt")
         window = (AFTER_KILL_SECONDS if force else self.settings.kill_grace + AFTER_KILL_SECONDS)
         self._wait_ended(turn, window)
