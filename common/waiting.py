@@ -4,6 +4,8 @@ A waiter wakes the moment the predicate turns true (the notifier calls `notify_a
 interval. The clock is injectable so tests can drive deadlines without sleeping.
 """
 
+import os
+import select
 import threading
 import time
 from dataclasses import dataclass
@@ -80,3 +82,37 @@ class WaitSlots:
     def in_use(self) -> int:
         with self._lock:
             return self._in_use
+
+
+class Doorbell:
+    """A wake-up that is safe to ring from a signal handler: one eventfd write, no lock.
+
+    `threading.Event.set` takes a lock; a Python signal handler runs in the main thread between bytecodes, so a
+    SIGCHLD that arrives while the main thread is itself inside `Event.set` deadlocks it on that lock (seen:
+    the bash daemon's serving loop hung under load, every client timing out). Ringing this never blocks.
+    """
+
+    def __init__(self):
+        self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+
+    def ring(self) -> None:
+        try:
+            os.eventfd_write(self._fd, 1)
+        except (BlockingIOError, OSError):
+            pass  # the counter is full (it is still rung) or the bell is closed (nobody listens any more)
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait until rung or `timeout` seconds pass; True if it was rung. Consumes every ring so far."""
+        ready, _, _ = select.select([self._fd], [], [], timeout)
+        if not ready:
+            return False
+        try:
+            os.eventfd_read(self._fd)
+        except BlockingIOError:
+            return False
+        return True
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
