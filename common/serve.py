@@ -19,6 +19,7 @@ from waitress.server import create_server
 
 from common.config import ServerSettings
 from common.http_guard import is_loopback_address
+from common.waiting import Doorbell
 
 log = logging.getLogger(__name__)
 
@@ -67,30 +68,47 @@ def _url(host: str, port: int) -> str:
 
 
 class _Stopper:
-    """First SIGTERM/SIGINT: run on_stop in a thread while still serving (so waiting callers get their answer),
-    then interrupt the main loop. A second signal, or the stopper's own nudge, leaves the loop at once."""
+    """First SIGTERM/SIGINT: on_stop runs (in a thread started beforehand) while we still serve, so waiting
+    callers get their answer; then the main loop is interrupted. A second signal leaves the loop at once.
+
+    The handler itself only sets a flag and rings a Doorbell: a Python signal handler runs in the main thread
+    between bytecodes, and one that takes a lock (logging, Thread.start, Event.set) deadlocks if the signal
+    lands while the main thread holds that same lock."""
 
     def __init__(self, on_stop: Callable[[], None]):
         self.on_stop = on_stop
         self.stopping = False
         self.finished = threading.Event()
+        self._bell = Doorbell()
+        self._thread = threading.Thread(target=self._run, name="stopper", daemon=True)
+        self._thread.start()
 
     def handle(self, signum, frame):
         if self.stopping:
             raise SystemExit(0)
         self.stopping = True
-        log.info("received %s: stopping", signal.Signals(signum).name)
-        sd_notify("STOPPING=1")
-        threading.Thread(target=self._run, name="stopper", daemon=True).start()
+        self.signum = signum
+        self._bell.ring()
+
+    def stop_now(self) -> None:
+        """The serving loop ended for another reason: still stop what we run."""
+        self.stopping = True
+        self.signum = None
+        self._bell.ring()
 
     def _run(self):
+        while not self._bell.wait(None):
+            pass
+        log.info("stopping (%s)", signal.Signals(self.signum).name if self.signum else "serving loop ended")
+        sd_notify("STOPPING=1")
         try:
             self.on_stop()
         except Exception:
             log.exception("error while stopping")
         finally:
             self.finished.set()
-            os.kill(os.getpid(), signal.SIGTERM)  # wakes the main loop's select with EINTR
+            if self.signum:
+                os.kill(os.getpid(), signal.SIGTERM)  # wakes the main loop's select with EINTR; the handler exits it
 
 
 def _create_server(app, settings: ServerSettings):
@@ -126,9 +144,8 @@ def serve_daemon(app, settings: ServerSettings, *, on_stop: Callable[[], None]) 
             server.run()
         except SystemExit:
             pass
-        if not stopper.stopping:  # the loop ended for another reason: still stop what we run
-            stopper.stopping = True
-            threading.Thread(target=stopper._run, daemon=True).start()
+        if not stopper.stopping:
+            stopper.stop_now()
         stopper.finished.wait()
     finally:
         server.close()
