@@ -4,8 +4,13 @@ Both daemons tell the agent about completions as keyed todos on the harness's Un
 the wire is documented in docs/harness-protocol.md. What this module promises its callers:
 
 - `upsert` and `clear` never block on the harness and never raise: they coalesce the todo into the pending
-  map, write it to the outbox (`<state_dir>/loose-ends/<source>/<key>.json`, temp + fsync + rename) and wake
+  map, write it to the outbox (`<state_dir>/loose-ends/<source>/<key>.json`, temp + rename) and wake
   the delivery thread. The socket is only ever touched by that thread.
+- Once `upsert`/`clear` returned, the todo survives the daemon's death (kill -9 included): the file is in the
+  kernel's page cache. It is not fsync'ed by default: a file and a directory fsync under the outbox lock put
+  every tool call that produced a todo in line behind the disk (the bash daemon runs two todos a task). A
+  power loss can therefore lose the newest todos; it also ends the harness and the agent turn that would
+  read them. `fsync=True` restores power-loss durability at that price.
 - Per key only the newest state is pending (the outbox holds at most one file a key), and one thread sends one
   request at a time, so an upsert followed by a clear never arrives as clear-then-upsert.
 - What the harness does not acknowledge with `{"ok": true}` (down, slow, error or malformed reply) stays in the
@@ -206,7 +211,7 @@ class Outbox:
     memory only: delivery must never fail a tool call.
     """
 
-    def __init__(self, directory: Path, fsync: bool = True):
+    def __init__(self, directory: Path, fsync: bool = False):
         self.directory = directory
         self.fsync = fsync
         self.usable = self._prepare()
@@ -367,7 +372,7 @@ class LooseEnds:
         backoff_initial: float = 0.25,
         backoff_max: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
-        fsync: bool = True,
+        fsync: bool = False,
     ):
         """`timeout` (seconds): one request, connect to reply. Backoff (seconds): the first retry after a failed
         round, doubling up to `backoff_max`, so a harness that comes back is noticed within that cap. A bad
