@@ -6,15 +6,16 @@ accounted for, outputs intact, each todo delivered once, no process left behind.
 """
 
 import json
+import shutil
 import socket
-import time
+import subprocess
 
 import psutil
 import pytest
 
 from daemon_harness import wait_until
-from daemons_kit import task_processes
-from robust_kit import META, build_request, call_tool_raw, host_of, result_text, tool_result
+from daemons_kit import BASH_DAEMON, task_processes
+from robust_kit import META, build_request, host_of, result_text
 
 
 def _marker(daemon, task_id: str) -> str:
@@ -174,10 +175,6 @@ def test_force_kill_ends_a_task_that_ignores_sigint_and_sigterm(bash_factory):
 def test_unwritable_state_directory_is_a_clear_error(tmp_path):
     """A state directory that cannot be created (its parent is a regular file: even root cannot) stops the
     daemon at start with one clear line naming the path, not a traceback."""
-    import subprocess  # noqa: PLC0415
-
-    from daemons_kit import BASH_DAEMON  # noqa: PLC0415
-
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     proc = subprocess.run([str(BASH_DAEMON), "--state-dir", str(blocker / "state"), "--port", "0"],
@@ -190,8 +187,6 @@ def test_unwritable_state_directory_is_a_clear_error(tmp_path):
 def test_state_directory_lost_while_serving(bash_factory, tmp_path):
     """The state directory becomes unusable under a running daemon (replaced by a file): run is refused with
     a clear error naming the problem, other tools keep answering, and the daemon does not crash."""
-    import shutil  # noqa: PLC0415
-
     daemon = bash_factory(socket=False)
     assert daemon.call("run", cmd="echo before", name="before", wait_seconds=20)["status"] == "done"
     tasks_dir = daemon.state_dir / "bash-tasks"

@@ -9,8 +9,8 @@ The commands themselves come from a harmless set (the point is the arguments, no
 random text still reaches the daemon inside a quoted printf, and as the command itself where it is refused.
 """
 
+import json
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -90,8 +90,6 @@ def fuzz_bash(tmp_path_factory):
     for path in (daemon.state_dir / "bash-tasks").iterdir():
         assert NAME_OK.fullmatch(path.name), f"a task file with a name outside the rule: {path.name!r}"
     for record in (daemon.state_dir / "bash-tasks").glob("*.json"):
-        import json  # noqa: PLC0415
-
         markers.add(json.loads(record.read_text())["marker"])
     assert daemon.alive(), daemon.daemon.log()[-3000:]
     assert daemon.stop() == 0
@@ -159,5 +157,4 @@ def test_a_valid_name_of_63_characters_works(fuzz_bash):
     name = "z" * 63
     assert fuzz_bash.call("run", cmd="echo long", name=name, wait_seconds=20)["status"] == "done"
     assert (fuzz_bash.state_dir / "bash-tasks" / f"{name}.out").read_text() == "long\n"
-    started = time.monotonic()
-    assert fuzz_bash.call("status", id=name)["id"] == name and time.monotonic() >= started
+    assert fuzz_bash.call("status", id=name)["id"] == name

@@ -9,7 +9,6 @@ outside the daemon's own directories.
 """
 
 import errno
-import json
 import os
 import re
 import socket
@@ -23,7 +22,7 @@ from hypothesis import strategies as st
 
 from daemon_harness import start_daemon, wait_until
 from daemons_kit import BIN, CALL_TIMEOUT
-from robust_kit import assert_well_formed_answer, call_tool_raw, result_text, tool_result
+from robust_kit import META, assert_well_formed_answer, call_tool_raw, modern_call, result_text, tool_result
 
 FAKE_CLAUDE = Path(__file__).resolve().parents[1] / "subagent" / "fake_claude.py"
 FIELD = re.compile(r"\b(name|prompt_file|model|trigger|prompt|force|arguments)\b|^refused:")
@@ -185,3 +184,12 @@ def test_every_subagent_tool_answers_any_arguments_by_naming_the_field(subagent,
     assert subagent.daemon.proc.poll() is None, subagent.daemon.log()[-3000:]
     # the fake's turns end by themselves; keep the next examples from all being "max_running" refusals
     wait_until(lambda: len(subagent.claude_processes()) < 3, 60, "a free session slot", interval=0.05)
+
+
+def test_subagent_daemon_refuses_rebinding_before_any_claude(subagent, odd_files):
+    """The shipped subagent daemon sits behind the same guard: a foreign Host or Origin starts nothing."""
+    runs = subagent.claude_runs()
+    params = {"name": "start", "arguments": {"name": "rebind", "prompt_file": str(odd_files / "good.md")}, "_meta": META}
+    assert modern_call(subagent.daemon.url, "tools/call", params, {"Host": "127.0.0.1.nip.io"}).status == 421
+    assert modern_call(subagent.daemon.url, "tools/call", params, {"Origin": "http://localhost.evil.example"}).status == 403
+    assert subagent.claude_runs() == runs
