@@ -35,6 +35,7 @@ from common.loose_ends import (
     check_socket_path,
     exchange,
 )
+from common.waiting import Doorbell
 
 EXIT_OK, EXIT_ERROR, EXIT_UNREACHABLE = 0, 1, 2
 LIST_REPLY_LIMIT = 256 * 1024 * 1024  # a list reply carries every todo's body; far above any real board
@@ -254,16 +255,17 @@ def serve(socket_path: Path | None, as_json: bool) -> None:
     except OSError as e:
         raise click.ClickException(f"--socket: cannot listen on {path}: {e.strerror or e}") from None
     inode = path.stat().st_ino
-    stop = threading.Event()
+    stop = Doorbell()  # a handler that takes a lock (Event.set) can deadlock the thread it interrupts
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+        signal.signal(signum, lambda *_: stop.ring())
     thread = threading.Thread(target=server.serve_forever, name="sink", daemon=True)
     thread.start()
     if as_json:
         click.echo(json.dumps({"event": "serving", "socket": str(path), "pid": os.getpid()}))
     else:
         click.echo(f"hive-loose-ends: serving {path} (pid {os.getpid()}); Ctrl-C to stop")
-    stop.wait()
+    while not stop.wait(None):
+        pass
     server.shutdown()
     server.server_close()
     try:
