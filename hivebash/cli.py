@@ -62,9 +62,12 @@ def daemon_main(**options: Any) -> None:
     # Before any task starts: orphans of tasks (setsid escapees, & children of a finished shell) must be
     # re-parented to us, not to init, so a kill can find and stop them.
     subreaper = become_subreaper()
-    todos = LooseEnds("bash", settings.state_dir, settings.agent_socket)
-    engine = Engine(settings, todos, subreaper=subreaper)
-    engine.start()
+    try:
+        todos = LooseEnds("bash", settings.state_dir, settings.agent_socket)
+        engine = Engine(settings, todos, subreaper=subreaper)
+        engine.start()
+    except OSError as exc:  # e.g. the path runs through a regular file, or a read-only mount
+        raise click.ClickException(f"--state-dir {settings.state_dir}: cannot be used: {exc.strerror or exc}") from None
     # A re-parented orphan died: let the housekeeper reap it (by pid, if it is one we identified).
     signal.signal(signal.SIGCHLD, lambda signum, frame: engine.wake_housekeeping())
     app = McpApp(build_registry(engine), "bash", _version(), settings)

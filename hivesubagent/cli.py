@@ -55,7 +55,10 @@ def daemon_main(**options: Any) -> None:
     from hivesubagent.tools import build_registry
 
     state_dir = Path(settings.state_dir)
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:  # e.g. the path runs through a regular file, or a read-only mount
+        raise click.ClickException(f"--state-dir {state_dir}: cannot be used: {exc.strerror or exc}") from None
     todos = LooseEnds(SOURCE, state_dir, settings.agent_socket)
     try:
         engine = SubagentEngine(settings, todos)
@@ -64,7 +67,7 @@ def daemon_main(**options: Any) -> None:
         raise click.ClickException(str(exc)) from None
     if shutil.which(settings.claude_bin, path=engine.env.get("PATH")) is None:
         todos.close()
-        raise click.ClickException(f"claude_bin: {settings.claude_bin!r} is not an executable (nor found on PATH)")
+        raise click.ClickException(f"--claude-bin: {settings.claude_bin!r} is not an executable (nor found on PATH)")
     app = McpApp(build_registry(engine), SERVER_NAME, _version(), settings)
 
     def on_stop() -> None:

@@ -170,8 +170,6 @@ def test_force_kill_ends_a_task_that_ignores_sigint_and_sigterm(bash_factory):
     wait_until(lambda: not task_processes({marker}), 20, "every process of the task to be gone")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (hivebash/cli.py daemon_main): TaskStore's mkdir raises NotADirectoryError "
-                   "and the daemon dies with a traceback; wanted: a click error naming --state-dir and the reason")
 def test_unwritable_state_directory_is_a_clear_error(tmp_path):
     """A state directory that cannot be created (its parent is a regular file: even root cannot) stops the
     daemon at start with one clear line naming the path, not a traceback."""

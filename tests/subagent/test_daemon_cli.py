@@ -174,7 +174,7 @@ def test_daemon_refuses_bad_settings(tmp_path):
     env = dict(os.environ)
     missing_bin = subprocess.run([str(BIN / "hive-subagent-daemon"), "--claude-bin", str(tmp_path / "nope"), "--workdir", str(tmp_path),
                                   "--state-dir", str(tmp_path / "s"), "--port", "0"], env=env, capture_output=True, text=True, timeout=30)
-    assert missing_bin.returncode == 1 and "claude_bin" in missing_bin.stderr
+    assert missing_bin.returncode == 1 and "--claude-bin" in missing_bin.stderr
     bad_dir = subprocess.run([str(BIN / "hive-subagent-daemon"), "--workdir", str(tmp_path / "absent"), "--state-dir", str(tmp_path / "s"),
                               "--port", "0"], env=env, capture_output=True, text=True, timeout=30)
     assert bad_dir.returncode == 1 and "workdir" in bad_dir.stderr and "Traceback" not in bad_dir.stderr
