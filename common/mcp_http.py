@@ -12,7 +12,7 @@ Message shapes are validated and serialised with the `mcp` package's own types (
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import mcp_types
 from mcp.shared.inbound import (
@@ -136,6 +136,11 @@ class McpApp:
             return self._modern(request)
         return self._handshake(request, version)
 
+    @staticmethod
+    def _client_gone(request: Request) -> Callable[[], bool]:
+        """waitress offers this when it reads ahead on the connection (channel_request_lookahead > 0)."""
+        return request.environ.get("waitress.client_disconnected") or _never_gone
+
     def _read_json(self, request: Request) -> Any:
         """The decoded body, or RpcError(PARSE_ERROR) / 413 as a RequestEntityTooLarge."""
         length = request.content_length
@@ -184,7 +189,8 @@ class McpApp:
             return self._modern_error(request_id, RpcError(verdict.code, verdict.message, verdict.data))
         version = verdict.protocol_version
         try:
-            result = self._dispatch(body["method"], body.get("params"), version, modern=True)
+            result = self._dispatch(body["method"], body.get("params"), version, modern=True,
+                                    client_gone=self._client_gone(request))
             result.setdefault("resultType", "complete")
             result = self._serialise(body["method"], version, result)
         except RpcError as err:
@@ -235,7 +241,7 @@ class McpApp:
                 err = RpcError(INVALID_REQUEST, f"Invalid request: JSON-RPC batches exist only in protocol version {BATCH_VERSION}, not {version}")
                 return _json_response(_error_body(None, err), 400)
             return self._batch(body, session.protocol_version)
-        reply = self._handshake_message(body, session.protocol_version)
+        reply = self._handshake_message(body, session.protocol_version, client_gone=self._client_gone(request))
         if reply is None:
             return Response(status=202)
         status = 400 if "error" in reply and reply["error"]["code"] in (PARSE_ERROR, INVALID_REQUEST) else 200
@@ -274,7 +280,8 @@ class McpApp:
         replies = [r for r in (self._handshake_message(item, version, in_batch=True) for item in items) if r is not None]
         return _json_response(replies) if replies else Response(status=202)
 
-    def _handshake_message(self, message: Any, version: str, in_batch: bool = False) -> dict | None:
+    def _handshake_message(self, message: Any, version: str, in_batch: bool = False,
+                           client_gone: Callable[[], bool] | None = None) -> dict | None:
         """Answer one JSON-RPC message; None for notifications and client responses (202)."""
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             return _error_body(None, RpcError(INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message"))
@@ -290,14 +297,16 @@ class McpApp:
             reason = "initialize may not be batched" if in_batch else "the session is already initialized"
             return _error_body(request_id, RpcError(INVALID_REQUEST, f"Invalid request: {reason}"))
         try:
-            result = self._serialise(method, version, self._dispatch(method, message.get("params"), version, modern=False))
+            result = self._dispatch(method, message.get("params"), version, modern=False, client_gone=client_gone)
+            result = self._serialise(method, version, result)
         except RpcError as err:
             return _error_body(request_id, err)
         return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
     # -- methods, shared by both eras ---------------------------------------------------------------------------
 
-    def _dispatch(self, method: str, params: Any, version: str, modern: bool) -> dict:
+    def _dispatch(self, method: str, params: Any, version: str, modern: bool,
+                  client_gone: Callable[[], bool] | None = None) -> dict:
         if params is not None and not isinstance(params, dict):
             raise RpcError(INVALID_PARAMS, "Invalid params: params must be an object")
         params = params or {}
@@ -307,7 +316,7 @@ class McpApp:
                 result.update(ttlMs=TOOL_LIST_TTL_MS, cacheScope="public")
             return result
         if method == "tools/call":
-            return self._call_tool(params, version)
+            return self._call_tool(params, version, client_gone or _never_gone)
         if method == "ping" and not modern:
             return {}
         if method == "server/discover" and modern:
@@ -319,12 +328,13 @@ class McpApp:
             }
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", data=method)
 
-    def _call_tool(self, params: dict, version: str) -> dict:
+    def _call_tool(self, params: dict, version: str, client_gone: Callable[[], bool]) -> dict:
         name = params.get("name")
         if not isinstance(name, str):
             raise RpcError(INVALID_PARAMS, "Invalid params: name must be a string (the tool to call)")
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
-        ctx = CallContext(structured=meta.get(STRUCTURED_META_KEY) is True, protocol_version=version)
+        ctx = CallContext(structured=meta.get(STRUCTURED_META_KEY) is True, protocol_version=version,
+                          client_gone=client_gone)
         try:
             result = self.registry.call(name, params.get("arguments"), ctx)
         except UnknownTool:
@@ -352,6 +362,10 @@ class McpApp:
             raise RpcError(INTERNAL_ERROR, "Internal error: the server produced an invalid result") from None
         except (KeyError, ValueError):
             return result  # a method the SDK's table does not know for this version: sent as built
+
+
+def _never_gone() -> bool:
+    return False
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -122,6 +122,9 @@ def _create_server(app, settings: ServerSettings):
         max_request_body_size=settings.max_body_bytes,  # waitress answers 413 before buffering more
         ident="hive",
         clear_untrusted_proxy_headers=True,
+        # Read ahead one request so waitress notices a hang-up during a long inline wait and offers
+        # environ["waitress.client_disconnected"] (the bash engine then leaves the result as a todo).
+        channel_request_lookahead=1,
     )
 
 

@@ -28,13 +28,21 @@ class UnknownTool(LookupError):
     """No tool of that name is registered."""
 
 
+def _never() -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class CallContext:
-    """What a handler may want to know about the call beyond its arguments."""
+    """What a handler may want to know about the call beyond its arguments.
+
+    `client_gone()` tells, without blocking, whether the client has hung up (an inline wait whose caller is
+    gone must still leave the result where the agent will find it)."""
 
     structured: bool = False
     protocol_version: str | None = None
     session_id: str | None = None
+    client_gone: Callable[[], bool] = _never
 
 
 @dataclass
