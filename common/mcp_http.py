@@ -153,6 +153,17 @@ class McpApp:
             # Not only JSONDecodeError: huge integer literals raise ValueError, deep nesting RecursionError.
             raise RpcError(PARSE_ERROR, "Parse error: the body is not valid JSON", http_status=400) from None
 
+    def _post_body(self, request: Request) -> Any:
+        """The decoded JSON body of a POST, or the Response that refuses it (406, 415, 413, parse error)."""
+        if (refusal := self._precheck_post(request)) is not None:
+            return refusal
+        try:
+            return self._read_json(request)
+        except RequestEntityTooLarge:
+            return _plain(413, f"Request body too large (limit {self.settings.max_body_bytes} bytes)")
+        except RpcError as err:
+            return _json_response(_error_body(None, err), 400)
+
     def _precheck_post(self, request: Request) -> Response | None:
         if not _accepts_json(request):
             return _plain(406, "Not Acceptable: the client must accept application/json")
@@ -165,14 +176,9 @@ class McpApp:
     def _modern(self, request: Request) -> Response:
         if request.method != "POST":
             return _plain(405, "Method Not Allowed: this protocol version uses POST only", {"Allow": "POST"})
-        if (refusal := self._precheck_post(request)) is not None:
-            return refusal
-        try:
-            body = self._read_json(request)
-        except RequestEntityTooLarge:
-            return _plain(413, f"Request body too large (limit {self.settings.max_body_bytes} bytes)")
-        except RpcError as err:
-            return _json_response(_error_body(None, err), 400)
+        body = self._post_body(request)
+        if isinstance(body, Response):
+            return body
         if isinstance(body, dict) and "id" not in body:
             return self._modern_notification(request, body)
         if not isinstance(body, dict) or not isinstance(body.get("method"), str) or body.get("jsonrpc") != "2.0":
@@ -219,14 +225,9 @@ class McpApp:
         if request.method != "POST":
             # GET would open a server-to-client stream; we push nothing, and every client tried accepts 405.
             return _plain(405, "Method Not Allowed: no server-initiated stream is offered", {"Allow": "POST, DELETE"})
-        if (refusal := self._precheck_post(request)) is not None:
-            return refusal
-        try:
-            body = self._read_json(request)
-        except RequestEntityTooLarge:
-            return _plain(413, f"Request body too large (limit {self.settings.max_body_bytes} bytes)")
-        except RpcError as err:
-            return _json_response(_error_body(None, err), 400)
+        body = self._post_body(request)
+        if isinstance(body, Response):
+            return body
         if isinstance(body, dict) and body.get("method") == "initialize" and "id" in body:
             return self._initialize(body)
         session_id = request.headers.get(SESSION_HEADER)
