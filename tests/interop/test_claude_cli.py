@@ -6,7 +6,6 @@ Scratch HOME and project directory per test; no API key in the environment (with
 command hangs ~18 s), and CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 so nothing leaves the machine.
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -79,25 +78,6 @@ def test_claude_mcp_list_with_bearer_token(daemon_factory, claude, tmp_path):
 
 
 # -- a real turn: the model asks for our tool, Claude Code calls it over MCP, the model reads the result ---------
-
-def _load_mock_api():
-    """The subagent area's mock of Anthropic's Messages API (tests/subagent/mock_messages_api.py), loaded by path
-    (test folders are not packages): the only fake here, because Anthropic's API cannot run on this machine."""
-    path = REPO / "tests" / "subagent" / "mock_messages_api.py"
-    spec = importlib.util.spec_from_file_location("interop_mock_messages_api", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses resolve string annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def mock_api():
-    module = _load_mock_api()
-    server = module.MockMessagesServer().start()
-    yield module, server
-    server.stop()
-
 
 @pytest.fixture
 def claude_turn(claude_bin, mock_api, echo_daemon, tmp_path):

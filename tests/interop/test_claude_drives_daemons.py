@@ -1,0 +1,113 @@
+"""The whole stack as an agent uses it: a real `claude -p` turn whose model (the mock Messages API) calls our real
+daemons' tools over MCP, with the reference harness sink receiving the todos.
+
+- mcp__bash__run with an inline wait: the model reads the exit code and the output, and no todo is left.
+- mcp__bash__run in the background: the model reads `task started`, the completion arrives as a todo.
+- mcp__subagent__start: the daemon spawns a nested real claude (against the same mock), and the turn's end
+  arrives as a todo carrying the nested session's answer.
+
+The mock stands in for Anthropic's API only (it cannot run here); everything else is the real thing.
+"""
+
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from daemon_harness import REPO, wait_until
+
+pytestmark = pytest.mark.interop
+BIN = REPO / ".venv" / "bin"
+
+
+@pytest.fixture
+def sink():
+    """`hive-loose-ends serve` on a short /tmp path (a Unix socket path has at most 107 bytes)."""
+    folder = Path(tempfile.mkdtemp(dir="/tmp", prefix="full-"))
+    path = folder / "agent.sock"
+    proc = subprocess.Popen([str(BIN / "hive-loose-ends"), "serve", "--socket", str(path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    wait_until(path.exists, 20, "the loose-ends sink socket")
+    yield path
+    proc.terminate()
+    proc.wait(10)
+
+
+def todos(sink: Path) -> list[dict]:
+    out = subprocess.run([str(BIN / "hive-loose-ends"), "list", "--socket", str(sink), "--json"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def wait_todo(sink: Path, source: str, key: str, summary_part: str, seconds: float = 60) -> dict:
+    def found():
+        return next((t for t in todos(sink) if (t["source"], t["key"]) == (source, key) and summary_part in t["summary"]), None)
+    return wait_until(found, seconds, f"a {source}/{key} todo with {summary_part!r}", interval=0.2)
+
+
+@pytest.fixture
+def stack(daemon_factory, mock_api, claude_bin, sink, tmp_path):
+    """Both daemons wired to the sink; turn(prompt) runs one real `claude -p` against them."""
+    module, server = mock_api
+    env = module.claude_env(server.url, tmp_path / "scratch")  # the nested claude talks to the mock too
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    bash = daemon_factory([str(BIN / "hive-bash-daemon"), "--state-dir", str(tmp_path / "bash-state"),
+                           "--agent-socket", str(sink)], env=env)
+    subagent = daemon_factory([str(BIN / "hive-subagent-daemon"), "--state-dir", str(tmp_path / "sub-state"),
+                               "--agent-socket", str(sink), "--claude-bin", str(claude_bin), "--workdir", str(workdir)],
+                              env=env)
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"bash": {"type": "http", "url": bash.url},
+                                                 "subagent": {"type": "http", "url": subagent.url}}}))
+    env = dict(env, ENABLE_TOOL_SEARCH="false")  # MCP tools go straight into the request's tools (FACTS.md)
+    project = tmp_path / "project"
+    project.mkdir()
+
+    def turn(prompt: str) -> str:
+        """The text of the tool_result that claude sent back to the model."""
+        seen = len(server.message_requests())
+        proc = subprocess.run([str(claude_bin), "-p", "--strict-mcp-config", "--mcp-config", str(config),
+                               "--dangerously-skip-permissions", "--output-format", "json", prompt],
+                              cwd=project, env=env, capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, f"claude -p failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+        results = [b for r in server.message_requests()[seen:] for m in r.body.get("messages", [])
+                   if isinstance(m.get("content"), list) for b in m["content"]
+                   if isinstance(b, dict) and b.get("type") == "tool_result"]
+        assert results, f"claude sent no tool result back to the model:\n{proc.stdout[-2000:]}"
+        content = results[-1].get("content")
+        return content if isinstance(content, str) else "".join(b.get("text", "") for b in content or [])
+
+    turn.bash_state = tmp_path / "bash-state"
+    return turn
+
+
+def test_agent_runs_a_command_inline_and_reads_the_result(stack, sink):
+    text = stack('MOCK:tool=mcp__bash__run {"cmd": "echo from-the-agent; echo oops >&2; exit 3", "name": "inline", '
+                 '"wait_seconds": 20}')
+    first = text.splitlines()[0]
+    assert first.startswith("id=inline status=done exit_code=3"), text
+    assert "from-the-agent" in text and "oops" in text
+    assert (stack.bash_state / "bash-tasks" / "inline.out").read_text() == "from-the-agent\n"
+    assert not [t for t in todos(sink) if t["key"] == "inline"], "a result delivered inline leaves no todo"
+
+
+def test_agent_backgrounds_a_command_and_the_completion_arrives_as_a_todo(stack, sink):
+    text = stack('MOCK:tool=mcp__bash__run {"cmd": "sleep 1; echo late", "name": "bg", "wait_seconds": 0}')
+    assert text.startswith("task started: id=bg"), text
+    todo = wait_todo(sink, "bash", "bg", "status=done")
+    assert "exit_code=0" in todo["summary"]
+    assert f"Read({stack.bash_state.resolve() / 'bash-tasks' / 'bg.out'})" in todo["body"]
+
+
+def test_agent_starts_a_subagent_whose_answer_arrives_as_a_todo(stack, sink, tmp_path):
+    recipe = tmp_path / "recipe.md"
+    recipe.write_text("You are a careful helper. Answer in one line.\n")
+    text = stack('MOCK:tool=mcp__subagent__start {"name": "helper", "prompt_file": "%s", '
+                 '"trigger": "MOCK:reply=nested answer 42"}' % recipe)
+    assert "helper" in text and "running" in text, text
+    todo = wait_todo(sink, "subagent", "helper", "completed", seconds=90)
+    assert "nested answer 42" in todo["body"]
