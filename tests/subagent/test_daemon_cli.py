@@ -186,3 +186,35 @@ def test_daemon_refuses_knobs_that_cannot_work(tmp_path, flag, value, message):
     out = subprocess.run([str(BIN / "hive-subagent-daemon"), "--claude-bin", sys.executable, "--workdir", str(tmp_path),
                           "--state-dir", str(tmp_path / "s"), "--port", "0", flag, value], capture_output=True, text=True, timeout=30)
     assert out.returncode == 2 and flag in out.stderr and message in out.stderr, out.stderr
+
+
+def test_kill_9_of_the_daemon_mid_turn_then_restart(daemon_factory, claude_bin, real_env, prompt_file, tmp_path, sink):
+    """Without systemd's cgroup a kill -9 leaves the running claude behind. The restarted daemon (empty memory, as
+    specified) must still refuse a second claude on that session while the first lives (claude itself would let
+    both append to one transcript: FACTS.md), and resume it from disk once it has ended."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    argv = [str(BIN / "hive-subagent-daemon"), "--claude-bin", claude_bin, "--workdir", str(workdir),
+            "--state-dir", str(tmp_path / "state"), "--agent-socket", str(sink)]
+    daemon = daemon_factory(argv, env=real_env)
+    env = {**real_env, "HIVE_SUBAGENT_URL": daemon.url}
+    started = run_cli("start", "crash", str(prompt_file), "--trigger", "crash-1 MOCK:sleep=60", "--json", env=env)
+    assert started.returncode == 0, started.stderr
+    pid = json.loads(run_cli("status", "crash", "--json", env=env).stdout)["pid"]
+    wait_until(lambda: list((Path(real_env["HOME"]) / ".claude" / "sessions").glob("*.json")), 30,
+               "claude to register its live session")
+    daemon.stop(signal.SIGKILL)
+    orphan = psutil.Process(pid)
+    assert orphan.is_running() and orphan.status() != psutil.STATUS_ZOMBIE, "the turn outlives a kill -9 of the daemon"
+
+    daemon = daemon_factory(argv, env=real_env)
+    env = {**real_env, "HIVE_SUBAGENT_URL": daemon.url}
+    refused = run_cli("continue", "crash", "again", env=env)
+    assert refused.returncode == 1 and f"pid {pid}" in refused.stderr, refused.stderr
+    orphan.kill()
+    orphan.wait(10)
+    resumed = run_cli("continue", "crash", "crash-2 MOCK:reply=back again", "--json", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    todo = wait_todo(sink, daemon, "turn 2", key="crash")
+    assert "completed" in todo["summary"] and "back again" in todo["body"]
+
