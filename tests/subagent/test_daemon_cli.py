@@ -217,4 +217,3 @@ def test_kill_9_of_the_daemon_mid_turn_then_restart(daemon_factory, claude_bin, 
     assert resumed.returncode == 0, resumed.stderr
     todo = wait_todo(sink, daemon, "turn 2", key="crash")
     assert "completed" in todo["summary"] and "back again" in todo["body"]
-
