@@ -2,8 +2,12 @@
 
 One lock (a Condition) guards every task's state; every change of state goes through `task.transition`
 under it and ends with `notify_all`, so an inline wait wakes the moment its task ends (no polling).
-Records are written by the thread that changed the state, in order: the pending record by `run` (under the
-lock, before any worker can see the task), the others by the task's own worker.
+Nothing under that lock waits on a disk, a new thread or another lock that a disk write holds: under load
+(scripts/bench.py, 8 clients) every such wait held up every other request and worker behind it.
+Records go through `store.RecordWriter`, which orders the writes of each id: the pending record by `run`
+(before any worker can see the task), the running record by the worker once the task has run for a moment
+(runner.RUNNING_RECORD_DELAY), the terminal record by the thread that ended the task, before any waiter is
+told (see RecordWriter for what a crash at each point leaves on disk).
 
 Todos (the harness's keyed loose ends, key = task id) follow the seed page (docs/tools/bash.md):
 - `run` that returns `task started` upserts a "running" todo; the completion replaces it with the summary;
@@ -15,6 +19,7 @@ Todos (the harness's keyed loose ends, key = task id) follow the seed page (docs
 from __future__ import annotations
 
 import collections
+import copy
 import logging
 import os
 import secrets
@@ -30,8 +35,8 @@ from common.names import InvalidName, check_name
 from common.waiting import WAIT_CAP_SECONDS, Doorbell, WaitSlots, WaitWindow, cap_wait, wait_for
 
 from . import task as T
-from .runner import OrphanReaper, ProcInfo, TaskRunner, find_processes, is_alive, stop_processes
-from .store import Tail, TaskStore
+from .runner import OrphanReaper, ProcInfo, TaskRunner, WorkerPool, find_processes, is_alive, stop_processes
+from .store import RecordWriter, Tail, TaskStore, record_of
 from .task import Rusage, Task, TaskResult
 
 log = logging.getLogger(__name__)
@@ -142,12 +147,14 @@ class Engine:
                  clock: Callable[[], float] = time.monotonic):
         self.settings = settings
         self.store = TaskStore(settings.state_dir)
+        self.records = RecordWriter(self.store)
         self.todos = todos or NoTodos()
         self.subreaper = subreaper
         self.wait_cap = wait_cap
         self.env = env
         self.clock = clock
         self.reaper = OrphanReaper()
+        self.workers = WorkerPool("bash-worker")
         self.slots = WaitSlots(settings.max_inline_waits)
         self._cond = threading.Condition(threading.Lock())
         self._tasks: dict[str, Task] = {}
@@ -160,6 +167,10 @@ class Engine:
         self._seen: set[str] = set()  # terminal results the agent has seen: no completion todo
         self._todo_open: set[str] = set()
         self._leftovers: dict[str, list[ProcInfo]] = {}
+        # Tasks whose terminal state is set but whose terminal record is still being written: an inline wait
+        # does not answer before the record is on disk (a worker from the pool can end a quick task before
+        # its `run` even starts waiting; seen as a `pending` record after an inline `done`).
+        self._recording: dict[str, Task] = {}
         self._seq = 0
         self._closing = False
         # Todo calls decided under the lock, made after it in the same order (the loose-ends object may write
@@ -176,32 +187,36 @@ class Engine:
         processes still alive), apply retention, and start the housekeeping thread."""
         tasks = self.store.load_all()
         stale = [t for t in tasks if t.state in T.ACTIVE]
-        if stale:
-            self._stop_stale_processes(stale)
+        alive = self._stop_stale_processes(stale) if stale else set()
         now = time.time()
         for t in tasks:
             self._tasks[t.id] = t
+            self.records.own(t.id, t)
             self._seq = max(self._seq, t.seq)
         for t in stale:
+            # A pending record whose processes were found alive ran: its running record was still queued.
+            ran = t.pid is not None or t.marker in alive
             T.transition(t, T.INTERRUPTED, TaskResult(ended_at=now, duration=None,
                                                       note="interrupted: the daemon stopped while the task was " + (
-                                                          "running" if t.pid else "pending")))
-            self.store.save(t)
+                                                          "running" if ran else "pending")))
+            self.records.save_now(t.id, t, record_of(t))
             self._upsert_completion(t)
         self._prune()
         self._flush_todos()
         self._housekeeper = threading.Thread(target=self._housekeeping, name="bash-housekeeping", daemon=True)
         self._housekeeper.start()
 
-    def _stop_stale_processes(self, stale: list[Task]) -> None:
+    def _stop_stale_processes(self, stale: list[Task]) -> set[str]:
         """Processes of tasks from a previous daemon: identified by their marker (a random nonce per task)
-        and a start time not before the task was submitted, then SIGKILLed as by a forced kill."""
+        and a start time not before the task was submitted, then SIGKILLed as by a forced kill. Returns the
+        markers of the tasks that had any."""
         found = find_processes({t.marker: None for t in stale}, descendants_only=False)
         by_marker = {t.marker: t for t in stale}
         victims = [p for m, procs in found.items() for p in procs if p.create_time >= by_marker[m].submitted_at - 1.0]
         if victims:
             log.warning("stopping %d leftover process(es) of interrupted tasks", len(victims))
             stop_processes(victims, force=True, deadline=time.monotonic() + self.settings.kill_grace)
+        return {p.marker for p in victims}
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Stop everything this daemon started: running tasks as by a forced kill (recorded `interrupted`),
@@ -216,7 +231,7 @@ class Engine:
                 self._signal_locked(r.task, "SIGKILL")
         deadline = time.monotonic() + timeout
         for r in runners:
-            r.thread.join(max(0.0, deadline - time.monotonic()))
+            r.join(max(0.0, deadline - time.monotonic()))
         with self._cond:
             markers = {t.marker: None for t in self._tasks.values()}
         if markers:
@@ -234,20 +249,25 @@ class Engine:
             name: str | None = None, cwd: str | None = None) -> Outcome:
         """Submit `bash -c cmd`; wait inline up to the capped window; see the module doc for todos."""
         cmd, timeout_secs, cwd_path, window = self._check_run_args(cmd, timeout_secs, wait_seconds, cwd)
+        # Random bytes come from a syscall, which gives up the GIL: not under the lock (see the module doc).
+        nonce, candidate = secrets.token_hex(8), secrets.token_hex(4)
         with self._cond:
             if self._closing:
                 raise EngineError("the daemon is shutting down: no new tasks")
-            task_id = self._claim_id(name)
+            task_id = self._claim_id(name, candidate)
             self._seq += 1
-            task = Task(id=task_id, cmd=cmd, cwd=cwd_path, marker=f"{task_id}:{secrets.token_hex(8)}",
+            task = Task(id=task_id, cmd=cmd, cwd=cwd_path, marker=f"{task_id}:{nonce}",
                         seq=self._seq, submitted_at=time.time(), timeout_secs=timeout_secs)
             self._reserved[task_id] = task  # the id is taken; no worker can see the task yet
         try:
             # Files and the pending record are written outside the lock (status/kill/list never wait on this
             # fsync) but before the task is queued, so no later record of it can be overtaken by this one.
+            # Owning the id first waits for a write of a finished task of that name still in progress.
+            self.records.own(task_id, task)
             self.store.prepare(task_id)
-            self.store.save(task)
+            self.records.save_now(task_id, task, record_of(task))
         except BaseException as exc:
+            self.records.own(task_id, None)
             with self._cond:
                 del self._reserved[task_id]
             if isinstance(exc, OSError):
@@ -262,9 +282,10 @@ class Engine:
             if self._closing:  # shutdown began while the record was written
                 self._queue.remove(task_id)
                 self._end_without_process(task, T.INTERRUPTED, "interrupted: the daemon shut down before it started")
-            self._start_queued()
+            starting = self._start_queued()
             if window.seconds <= 0:
                 self._upsert_running(task)
+        self._start_runners(starting)
         if window.seconds <= 0:
             return Outcome(self._view(task_id), window, 0.0)
         return self._wait(task, window, registered=True, from_run=True)
@@ -295,13 +316,14 @@ class Engine:
                 raise EngineError(f"cwd: {cwd!r} is not an existing directory")
         return cmd, timeout_secs, cwd_path, cap_wait(wait_seconds, cap=self.wait_cap)
 
-    def _claim_id(self, name: str | None) -> str:
-        """A fresh hex id, or `name` if valid and free (a finished task of that name is replaced)."""
+    def _claim_id(self, name: str | None, candidate: str) -> str:
+        """A fresh hex id (`candidate` unless taken), or `name` if valid and free (a finished task of that
+        name is replaced)."""
         if name is None:
-            while True:
+            task_id = candidate
+            while task_id in self._tasks or task_id in self._reserved:
                 task_id = secrets.token_hex(4)
-                if task_id not in self._tasks and task_id not in self._reserved:
-                    return task_id
+            return task_id
         try:
             check_name(name, "name")
         except InvalidName as exc:
@@ -324,13 +346,23 @@ class Engine:
 
     # ----- the queue and the workers' hooks -------------------------------------------------------------
 
-    def _start_queued(self) -> None:
-        """Start queued tasks, in submission order, while fewer than max_running are started or running."""
+    def _start_queued(self) -> list[TaskRunner]:
+        """Take queued tasks, in submission order, while fewer than max_running are started or running (the
+        caller holds the lock); the caller starts the returned runners after releasing it (`_start_runners`):
+        a thread's start waits for the new thread to run, and under load that held every caller of the lock."""
+        runners = []
         while self._queue and len(self._starting_or_running) < self.settings.max_running and not self._closing:
             task = self._tasks[self._queue.popleft()]
-            runner = TaskRunner(task, self.store, self.reaper, self, self.settings.kill_grace, self.subreaper, self.env)
+            runner = TaskRunner(task, self.store, self.reaper, self, self.settings.kill_grace, self.subreaper, self.env,
+                                self.workers)
             self._runners[task.id] = runner
             self._starting_or_running.add(task.id)
+            runners.append(runner)
+        return runners
+
+    @staticmethod
+    def _start_runners(runners: list[TaskRunner]) -> None:
+        for runner in runners:
             runner.start()
 
     def on_spawned(self, task: Task, pid: int, create_time: float, started_mono: float) -> None:
@@ -338,19 +370,25 @@ class Engine:
             task.pid, task.pid_create_time = pid, create_time
             task.started_mono, task.started_at = started_mono, time.time()
             T.transition(task, T.RUNNING)
-            record = task.to_dict()
             self._cond.notify_all()
             if task.kill_signal:  # killed while it was being started
                 self._killpg(task, task.kill_signal)
-        self._persist(task.id, record)
 
-    def _persist(self, task_id: str, record: dict) -> None:
-        """Write a record from a worker; a failing disk must not stop the task's life cycle (it is logged,
-        and the state stays right in memory)."""
+    def on_still_running(self, task: Task) -> None:
+        """The running record, written once the task has run for runner.RUNNING_RECORD_DELAY (see there)."""
+        with self._cond:
+            if task.state != T.RUNNING:
+                return
+            record = record_of(task)
+        self._persist(task, record)
+
+    def _persist(self, task: Task, record: dict) -> None:
+        """Write a record now, in order with the task's other records; a failing disk must not stop the
+        task's life cycle (it is logged, and the state stays right in memory)."""
         try:
-            self.store.save_dict(task_id, record)
+            self.records.save_now(task.id, task, record)
         except OSError as exc:
-            log.error("cannot write the record of task %s: %s", task_id, exc)
+            log.error("cannot write the record of task %s: %s", task.id, exc)
 
     def on_spawn_failed(self, task: Task, error: str) -> None:
         with self._cond:
@@ -359,8 +397,9 @@ class Engine:
             if task.state == T.RUNNING:
                 T.transition(task, T.DONE, TaskResult(ended_at=time.time(), duration=0.0, exit_code=127,
                                                       note=f"failed to start: {error}"))
-            record = task.to_dict()
-        self._persist(task.id, record)
+            self._recording[task.id] = task
+            record = record_of(task)
+        self._persist(task, record)
         self._after_end(task)
 
     def on_deadline(self, task: Task) -> bool:
@@ -385,8 +424,9 @@ class Engine:
                                                  signal=signalled, rusage=rusage, note=note))
             if leftovers:
                 self._leftovers[task.id] = leftovers
-            record = task.to_dict()
-        self._persist(task.id, record)
+            self._recording[task.id] = task
+            record = record_of(task)
+        self._persist(task, record)
         self._after_end(task)
 
     def on_leftovers(self, task: Task, procs: list[ProcInfo]) -> None:
@@ -394,24 +434,32 @@ class Engine:
         with self._cond:
             if self._tasks.get(task.id) is task:
                 self._leftovers[task.id] = procs
+        self._wake.ring()  # they are known now: reap them when they die
 
     def _after_end(self, task: Task) -> None:
         """Wake the waiters, send the completion todo unless a waiter delivers the result, start the next."""
         with self._cond:
-            self._starting_or_running.discard(task.id)
-            self._leader_exited.discard(task.id)
-            self._runners.pop(task.id, None)
+            if self._recording.get(task.id) is task:
+                del self._recording[task.id]
+            runner = self._runners.get(task.id)
+            if runner is None or runner.task is task:  # else its name was reused: the id is the new task's
+                self._starting_or_running.discard(task.id)
+                self._leader_exited.discard(task.id)
+                self._runners.pop(task.id, None)
             self._cond.notify_all()
             if not self._inline_waiters[task.id]:
                 self._upsert_completion(task)
-            self._start_queued()
+            starting = self._start_queued()
+            prune = len(self._tasks) - len(self._queue) - len(self._starting_or_running) > self.settings.keep_tasks
+        self._start_runners(starting)
         self._flush_todos()
-        self._wake.ring()  # retention and orphan reaping
+        if prune or self.reaper.knows_any:  # otherwise the housekeeper would wake to find nothing to do
+            self._wake.ring()
 
     def _end_without_process(self, task: Task, state: str, note: str) -> None:
         """pending -> killed/interrupted (under the lock): no process ever ran."""
         T.transition(task, state, TaskResult(ended_at=time.time(), duration=None, note=note))
-        self._persist(task.id, task.to_dict())
+        self._persist(task, record_of(task))
         self._cond.notify_all()
         if not self._inline_waiters[task.id]:
             self._upsert_completion(task)
@@ -422,19 +470,22 @@ class Engine:
         A caller that finds another drainer at work leaves at once: that drainer takes its ops too (they are
         queued before this is called). Waiting for the lock here had every tool call queue behind the other
         calls' outbox writes (scripts/bench: 8 clients stalled at ~70 tasks/s on this lock)."""
+        if not self._todo_ops:  # a hint read without the lock: whoever queues an op flushes after it
+            return
         while True:
             if not self._todo_lock.acquire(blocking=False):
                 return
             try:
                 while True:
-                    with self._cond:
-                        if not self._todo_ops:
-                            break
-                        op, args = self._todo_ops.popleft()
-                    try:
-                        getattr(self.todos, op)(*args)
-                    except Exception:  # a todo must never break a tool call or a worker
-                        log.exception("todo %s failed", op)
+                    with self._cond:  # every op queued so far, in one visit to the lock
+                        ops, self._todo_ops = self._todo_ops, collections.deque()
+                    if not ops:
+                        break
+                    for op, args in ops:
+                        try:
+                            getattr(self.todos, op)(*args)
+                        except Exception:  # a todo must never break a tool call or a worker
+                            log.exception("todo %s failed", op)
             finally:
                 self._todo_lock.release()
             with self._cond:  # an op queued after our last look, whose producer saw the lock still held
@@ -491,7 +542,7 @@ class Engine:
         window = cap_wait(wait_seconds, default=0.0, cap=self.wait_cap)
         with self._cond:
             task = self._get(task_id)
-            if window.seconds > 0 and not task.terminal:
+            if window.seconds > 0 and not self._ended_and_recorded(task):
                 self._inline_waiters[task.id] += 1
                 registered = True
             else:
@@ -510,7 +561,7 @@ class Engine:
         try:
             with self._cond:
                 if not skipped:
-                    wait_for(self._cond, lambda: task.terminal, window.seconds, self.clock)
+                    wait_for(self._cond, lambda: self._ended_and_recorded(task), window.seconds, self.clock)
                 self._inline_waiters[task.id] -= 1
                 if not self._inline_waiters[task.id]:
                     del self._inline_waiters[task.id]
@@ -523,6 +574,9 @@ class Engine:
             if not skipped:
                 self.slots.release()
         return Outcome(self._view(task.id), window, waited, wait_skipped=skipped)
+
+    def _ended_and_recorded(self, task: Task) -> bool:
+        return task.terminal and self._recording.get(task.id) is not task
 
     def _get(self, task_id: Any) -> Task:
         if not isinstance(task_id, str):
@@ -540,7 +594,7 @@ class Engine:
         task = self._tasks.get(task_id)
         if task is None:  # pruned or replaced while the caller waited
             raise UnknownTask(f"id: no task {task_id!r} any more (retention pruned it)")
-        snap = Task.from_dict(task.to_dict())
+        snap = copy.copy(task)  # every field is a flat value or a result that is never changed once attached
         if task.state == T.RUNNING and task.started_mono is not None:
             duration = self.clock() - task.started_mono
         else:
@@ -557,8 +611,14 @@ class Engine:
             view = self._view_locked(task_id)
             leftovers = list(self._leftovers.get(task_id, ()))
         limit = self.settings.tail_bytes
-        view.stdout = self.store.tail(task_id, "out", limit)
-        view.stderr = self.store.tail(task_id, "err", limit)
+        if view.task.state == T.PENDING:
+            # Nothing has written to a pending task's files (prepare made them empty; no process yet): no
+            # reads. A run(wait_seconds=0) answers from here, and under load each file syscall of a request
+            # thread waits for the GIL again when it returns (scripts/bench.py, 8 clients).
+            view.stdout, view.stderr = self.store.empty_tail(task_id, "out"), self.store.empty_tail(task_id, "err")
+        else:
+            view.stdout = self.store.tail(task_id, "out", limit)
+            view.stderr = self.store.tail(task_id, "err", limit)
         if leftovers:
             alive = [p for p in leftovers if is_alive(p)]
             view.leftovers = [p.pid for p in alive]
@@ -674,8 +734,11 @@ class Engine:
                 last_full = time.monotonic()
 
     def wake_housekeeping(self) -> None:
-        """For the daemon's SIGCHLD handler: an orphan may be waiting to be reaped."""
-        self._wake.ring()
+        """For the daemon's SIGCHLD handler: an orphan may be waiting to be reaped. Only an orphan identified
+        while alive is ever reaped, so with none known there is nothing to wake for (every task's exit sends
+        a SIGCHLD); unknown orphans are learnt by the full pass. Takes no lock (a signal handler)."""
+        if self.reaper.knows_any:
+            self._wake.ring()
 
     def _prune(self, by_age: bool = True) -> None:
         """Retention: finished tasks beyond keep_tasks, or older than keep_days, go oldest first, files too.
@@ -694,7 +757,8 @@ class Engine:
                 self._forget(t.id)
         self._flush_todos()
         for t in doomed:
-            self.store.delete(t.id)
+            # Unless its name was taken again meanwhile (then the files are the new task's).
+            self.records.release(t.id, t, self.store.delete)
         if doomed:
             log.info("retention pruned %d finished task(s)", len(doomed))
 
@@ -712,7 +776,8 @@ class Engine:
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no task is pending or running (tests, shutdown paths)."""
         with self._cond:
-            return wait_for(self._cond, lambda: not any(not t.terminal for t in self._tasks.values()), timeout)
+            return wait_for(self._cond, lambda: not self._recording and all(t.terminal for t in self._tasks.values()),
+                            timeout)
 
     @property
     def state_dir(self) -> Path:

@@ -21,6 +21,7 @@ Facts this module is built on (../shared/FACTS.md, "Processes"):
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import logging
 import os
@@ -45,6 +46,14 @@ _PR_SET_CHILD_SUBREAPER = 36
 # After SIGKILL, how long to wait for the processes to be gone before recording the end anyway (a process
 # stuck in uninterruptible sleep must not hold the state back; the timeout promise is deadline+grace+100 ms).
 _AFTER_SIGKILL_WAIT = 0.05
+# A task still running this long after its spawn gets its `running` record written (by its worker, which
+# is idle then); one that ends sooner goes from its pending record straight to its terminal one. Most agent
+# commands are short: writing a record for a state the disk would hold for a millisecond cost every such task
+# one file creation, fsync and rename more, and as a write racing the worker's it delayed the inline answer
+# (scripts/bench.py: run("true", wait 30) 2.81x -> 2.65x of subprocess with the write taken out of the way).
+# What a crash in this window leaves is the pending record, whose marker is all a restart needs to find and
+# stop the task's processes (and Engine.start then says the task was running when it finds them).
+RUNNING_RECORD_DELAY = 0.05
 
 
 def become_subreaper() -> bool:
@@ -326,37 +335,61 @@ class OrphanReaper:
 
     A zombie child is reaped only if it was identified (by marker or group) while alive and its start
     time still matches: never a pid we did not identify, never a task leader (its worker reaps it with
-    `wait4`), and never `waitpid(-1)`. The spawn lock keeps `Popen` and the leader registration atomic
-    with respect to reaping.
+    `wait4`), and never `waitpid(-1)`. A reap never runs while a `Popen` is between its fork and the
+    registration of the new leader (`begin_spawn`/`end_spawn`), so a new leader is never mistaken for a
+    known orphan whose pid it reused.
+
+    Spawns run side by side: one lock held across `Popen` serialised them, and a `Popen` waiting for the GIL
+    after its exec then held up every other spawn and every worker's `drop_leader` (scripts/bench.py,
+    throughput with 8 clients: waits of ~20 ms each on that lock).
     """
 
     def __init__(self) -> None:
-        self.spawn_lock = threading.Lock()
+        self._cond = threading.Condition(threading.Lock())  # guards everything below
+        self._spawning = 0  # Popen calls between fork and end_spawn
+        self._reaping = False  # a reap waits for the spawns in flight; new ones wait for it
         self._leaders: dict[int, str] = {}  # pid -> marker of every unreaped task leader
         self._known: dict[int, float] = {}
 
-    def add_leader(self, pid: int, marker: str) -> None:
-        """Called with spawn_lock held, right after Popen returned."""
-        self._leaders[pid] = marker
-        self._known.pop(pid, None)
+    def begin_spawn(self) -> None:
+        """Before a `Popen` of a task leader; `end_spawn` must follow, whatever happens."""
+        with self._cond:
+            while self._reaping:
+                self._cond.wait()
+            self._spawning += 1
+
+    def end_spawn(self, pid: int | None, marker: str) -> None:
+        """After the `Popen` (pid None: it failed): register the new leader."""
+        with self._cond:
+            if pid is not None:
+                self._leaders[pid] = marker
+                self._known.pop(pid, None)
+            self._spawning -= 1
+            if not self._spawning:
+                self._cond.notify_all()
 
     def drop_leader(self, pid: int) -> None:
-        with self.spawn_lock:
+        with self._cond:
             self._leaders.pop(pid, None)
 
     def leaders(self) -> dict[int, str]:
-        with self.spawn_lock:
+        with self._cond:
             return dict(self._leaders)
 
     def remember(self, procs: Iterable[ProcInfo]) -> None:
-        with self.spawn_lock:
+        with self._cond:
             for info in procs:
                 if info.pid not in self._leaders:
                     self._known[info.pid] = info.create_time
 
     def has_known(self) -> bool:
-        with self.spawn_lock:
+        with self._cond:
             return bool(self._known)
+
+    @property
+    def knows_any(self) -> bool:
+        """`has_known` without the lock, for a signal handler and hot paths: a hint (one atomic read)."""
+        return bool(self._known)
 
     def reap(self, our_markers: Callable[[], set[str]] | None = None) -> int:
         """Reap identified zombie children; learn live orphans that carry one of `our_markers`."""
@@ -372,23 +405,35 @@ class OrphanReaper:
             except psutil.Error:
                 continue
         markers = our_markers() if our_markers else set()
-        with self.spawn_lock:
-            for child in children:
-                pid = child.pid
-                if pid in self._leaders:
-                    continue
-                facts = _proc_facts(child)
-                if facts is None:
-                    continue
-                _, created, marker, _, status = facts
-                if status == psutil.STATUS_ZOMBIE:
-                    if self._known.get(pid) == created:
-                        reaped += self._waitpid(pid)
-                elif marker in markers:
-                    self._known[pid] = created
-            live = {c.pid for c in children}
-            for pid in [p for p in self._known if p not in live and not psutil.pid_exists(p)]:
-                del self._known[pid]  # gone (reaped by its worker, or it was not our child)
+        with self._cond:
+            self._reaping = True
+            try:
+                while self._spawning:
+                    self._cond.wait()
+                reaped += self._reap_locked(children, markers)
+            finally:
+                self._reaping = False
+                self._cond.notify_all()
+        return reaped
+
+    def _reap_locked(self, children: list[psutil.Process], markers: set[str]) -> int:
+        reaped = 0
+        for child in children:
+            pid = child.pid
+            if pid in self._leaders:
+                continue
+            facts = _proc_facts(child)
+            if facts is None:
+                continue
+            _, created, marker, _, status = facts
+            if status == psutil.STATUS_ZOMBIE:
+                if self._known.get(pid) == created:
+                    reaped += self._waitpid(pid)
+            elif marker in markers:
+                self._known[pid] = created
+        live = {c.pid for c in children}
+        for pid in [p for p in self._known if p not in live and not psutil.pid_exists(p)]:
+            del self._known[pid]  # gone (reaped by its worker, or it was not our child)
         return reaped
 
     def _waitpid(self, pid: int) -> int:
@@ -400,10 +445,72 @@ class OrphanReaper:
         return 1
 
 
+class WorkerPool:
+    """Long-lived threads that run task workers, so starting a task never waits for a new thread.
+
+    `Thread.start` returns only once the new thread runs, which under load means once it got the GIL: `run`
+    waited ~10 ms there per task (scripts/bench.py throughput, 8 clients; engine.run's median was 14-20 ms of
+    which the disk took ~4). An idle pooled thread is woken by a lock release instead, and the caller goes on.
+    The pool grows to the number of tasks running at once. Up to `keep_idle` idle threads wait for work for
+    `idle_seconds`; more than that retire after `surplus_seconds`, so a burst of long tasks does not leave an
+    idle daemon with hundreds of threads.
+    """
+
+    def __init__(self, name: str, keep_idle: int = 8, idle_seconds: float = 60.0, surplus_seconds: float = 0.5):
+        self.name = name
+        self.keep_idle = keep_idle
+        self.idle_seconds = idle_seconds
+        self.surplus_seconds = surplus_seconds
+        self._cond = threading.Condition(threading.Lock())
+        self._jobs: collections.deque[Callable[[], None]] = collections.deque()
+        self._idle = 0
+        self._live = 0
+        self._serial = 0
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run `job` in a pooled thread: an idle one if there is one for it, else a new one."""
+        with self._cond:
+            self._jobs.append(job)
+            if self._idle >= len(self._jobs):  # every queued job has an idle thread to take it
+                self._cond.notify()
+                return
+            self._live += 1
+            self._serial += 1
+            number = self._serial
+        threading.Thread(target=self._work, name=f"{self.name}-{number}", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                linger = self.idle_seconds if self._idle < self.keep_idle else self.surplus_seconds
+                deadline = time.monotonic() + linger
+                self._idle += 1
+                while not self._jobs:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        self._idle -= 1
+                        self._live -= 1
+                        return
+                    self._cond.wait(remaining)
+                self._idle -= 1
+                job = self._jobs.popleft()
+            try:
+                job()
+            except Exception:  # a job handles its own errors; this only keeps the thread alive
+                log.exception("pooled job failed")
+
+    def threads(self) -> int:
+        """Threads started and not yet retired (for tests and diagnostics)."""
+        with self._cond:
+            return self._live
+
+
 class RunnerHooks(Protocol):
     """What the engine does at each step of a task's life (it holds its lock, transitions, persists)."""
 
     def on_spawned(self, task: Task, pid: int, create_time: float, started_mono: float) -> None: ...
+
+    def on_still_running(self, task: Task) -> None: ...
 
     def on_spawn_failed(self, task: Task, error: str) -> None: ...
 
@@ -421,7 +528,7 @@ class TaskRunner:
     `task.kill_signal`, signalling the group itself, and calling `poke()` so the worker re-evaluates."""
 
     def __init__(self, task: Task, store: TaskStore, reaper: OrphanReaper, hooks: RunnerHooks,
-                 kill_grace: float, subreaper: bool, env: dict[str, str] | None = None):
+                 kill_grace: float, subreaper: bool, env: dict[str, str] | None = None, pool: WorkerPool | None = None):
         self.task = task
         self.store = store
         self.reaper = reaper
@@ -430,21 +537,42 @@ class TaskRunner:
         self.subreaper = subreaper
         self.base_env = dict(os.environ if env is None else env)
         self.daemon_peak_rss = 0
-        # An eventfd the engine writes to (kill asked) and the worker polls beside the leader's pidfd.
-        self._wake: int | None = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        # An eventfd the engine writes to (kill asked) and the worker polls beside the leader's pidfd. Made by
+        # `start`, outside the engine's lock (which builds runners): a syscall there gives up the GIL while
+        # holding that lock. A poke before then is kept in `_poked`.
+        self._wake: int | None = None
+        self._poked = False
         self._wake_lock = threading.Lock()
-        self.thread = threading.Thread(target=self._main, name=f"task-{task.id}", daemon=True)
+        self.pool = pool
+        self._done = threading.Event()
 
     def start(self) -> None:
-        self.thread.start()
+        """Called once, by whoever took the task from the queue, after it released the engine's lock."""
+        wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        with self._wake_lock:
+            self._wake = wake
+            if self._poked:
+                os.eventfd_write(wake, 1)
+        if self.pool is not None:
+            self.pool.submit(self._main)
+        else:
+            threading.Thread(target=self._main, name=f"task-{self.task.id}", daemon=True).start()
+
+    def join(self, timeout: float) -> bool:
+        """Wait until the worker has finished (a runner not started yet is waited for too); True if it has."""
+        return self._done.wait(timeout)
 
     def poke(self) -> None:
         """Wake the worker (a kill was asked); never blocks."""
         with self._wake_lock:
             if self._wake is not None:
                 os.eventfd_write(self._wake, 1)
+            else:
+                self._poked = True
 
     def _main(self) -> None:
+        thread = threading.current_thread()
+        pooled_name, thread.name = thread.name, f"task-{self.task.id}"  # for the log and py-spy
         try:
             proc = self._spawn()
             if proc is not None:
@@ -456,6 +584,8 @@ class TaskRunner:
             with self._wake_lock:
                 os.close(self._wake)
                 self._wake = None
+            thread.name = pooled_name
+            self._done.set()
 
     def _spawn(self) -> subprocess.Popen | None:
         task = self.task
@@ -468,12 +598,15 @@ class TaskRunner:
             return None
         try:
             self.daemon_peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-            with self.reaper.spawn_lock:
+            self.reaper.begin_spawn()
+            proc = None
+            try:
                 proc = subprocess.Popen(
                     ["bash", "-c", task.cmd], stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                     cwd=task.cwd, env=env, start_new_session=True, close_fds=True,
                 )
-                self.reaper.add_leader(proc.pid, task.marker)
+            finally:
+                self.reaper.end_spawn(proc.pid if proc is not None else None, task.marker)
             started = time.monotonic()
         except OSError as exc:
             self.hooks.on_spawn_failed(task, f"cannot start bash: {exc}")
@@ -523,9 +656,12 @@ class TaskRunner:
         poller.register(self._wake, select.POLLIN)
         deadline = (task.started_mono or time.monotonic()) + task.timeout_secs if task.timeout_secs else None
         hard_deadline: float | None = None  # when SIGKILL follows the SIGTERM of a timeout
+        record_at: float | None = (task.started_mono or time.monotonic()) + RUNNING_RECORD_DELAY
         while True:
             now = time.monotonic()
             target = hard_deadline if hard_deadline is not None else deadline
+            if record_at is not None:
+                target = record_at if target is None else min(target, record_at)
             timeout_ms = None if target is None else max(0.0, (target - now) * 1000)
             events = dict(poller.poll(timeout_ms))
             if pidfd in events:
@@ -534,6 +670,10 @@ class TaskRunner:
                 drain_eventfd(self._wake)
                 continue
             now = time.monotonic()
+            if record_at is not None and now >= record_at:
+                record_at = None
+                self.hooks.on_still_running(task)
+                continue
             if hard_deadline is not None and now >= hard_deadline:
                 self._signal_task(signal.SIGKILL)
                 hard_deadline = None

@@ -4,18 +4,23 @@
 - A record is replaced atomically at every change of state: written to a temp file, fsync'ed, renamed over
   the old one. A crash leaves either the old record or the new one, never a torn one. (The directory itself
   is not fsync'ed: after a power cut the worst case is the previous, still consistent, record.)
+- Every write of one task id goes through `RecordWriter`, which orders them (see there for who writes
+  which record when, and what a crash at each point leaves on disk).
 - Output files are written by the task's own processes (the daemon only opens them), so nothing is lost
   when the daemon dies, and reading a tail seeks from the end: its cost does not depend on the file's size.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from common.names import check_name
 
@@ -76,6 +81,21 @@ def read_tail(path: Path, limit: int) -> Tail:
     return Tail(str(path), decode_safely(data), size, len(data), size - len(data))
 
 
+def _unlink_missing_ok(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _open_append(path: str) -> int:
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+    try:
+        return os.open(path, flags)
+    except FileNotFoundError:
+        return os.open(path, flags | os.O_CREAT, FILE_MODE)
+
+
 class TaskStore:
     """The `bash-tasks` directory: one record and two output files per task id."""
 
@@ -95,20 +115,32 @@ class TaskStore:
         """Make fresh, empty output files for a new task, replacing a finished task's files of that name.
 
         Unlink first, then create: a leftover process of the old task keeps writing into the old (now
-        nameless) file instead of into the new task's output.
+        nameless) file instead of into the new task's output. A fresh id has no files, so the exclusive
+        create is tried first and the unlinks happen only when a file is there: every unlink (even of a
+        missing name) and every create takes the directory's lock, and under load (scripts/bench.py, 8
+        clients) prepare took ~4 ms, most of it queueing for that lock behind the other tasks' files.
         """
-        for kind in ("out", "err", "json"):
-            self.path(task_id, kind).unlink(missing_ok=True)
+        check_name(task_id, "id")
+        base = f"{self.dir}/{task_id}"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         for kind in ("out", "err"):
-            fd = os.open(self.path(task_id, kind), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+            try:
+                fd = os.open(f"{base}.{kind}", flags, FILE_MODE)
+            except FileExistsError:  # a reused name (or files whose record was unreadable): replace them all
+                for old in ("out", "err", "json"):
+                    _unlink_missing_ok(f"{base}.{old}")
+                fd = os.open(f"{base}.{kind}", flags, FILE_MODE)
             os.close(fd)
 
     def open_outputs(self, task_id: str) -> tuple[int, int]:
-        """File descriptors for the task's stdout and stderr (append: both may be shared with its children)."""
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
-        out = os.open(self.path(task_id, "out"), flags, FILE_MODE)
+        """File descriptors for the task's stdout and stderr (append: both may be shared with its children).
+        Opened without O_CREAT, which would take the directory's lock (see prepare); a file deleted since
+        prepare is created again."""
+        check_name(task_id, "id")
+        base = f"{self.dir}/{task_id}"
+        out = _open_append(f"{base}.out")
         try:
-            err = os.open(self.path(task_id, "err"), flags, FILE_MODE)
+            err = _open_append(f"{base}.err")
         except BaseException:
             os.close(out)
             raise
@@ -116,12 +148,13 @@ class TaskStore:
 
     def save(self, task: Task) -> None:
         """Replace the task's record atomically: temp file, fsync, rename."""
-        self.save_dict(task.id, task.to_dict())
+        self.save_dict(task.id, record_of(task))
 
     def save_dict(self, task_id: str, record: dict) -> None:
         """`save` for a snapshot taken under the engine's lock (the write itself happens outside it)."""
-        final = self.path(task_id, "json")
-        tmp = final.with_name(f".{final.name}{_TMP_SUFFIX}")
+        check_name(task_id, "id")
+        final = f"{self.dir}/{task_id}.json"  # plain strings: Path arithmetic was a visible share of a write
+        tmp = f"{self.dir}/.{task_id}.json{_TMP_SUFFIX}"
         payload = json.dumps({"version": RECORD_VERSION, **record}, separators=(",", ":")).encode()
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
         try:
@@ -162,3 +195,106 @@ class TaskStore:
 
     def tail(self, task_id: str, kind: str, limit: int) -> Tail:
         return read_tail(self.path(task_id, kind), limit)
+
+    def empty_tail(self, task_id: str, kind: str) -> Tail:
+        """The tail of an output file known to be empty (a task not started yet), without reading it."""
+        return Tail(str(self.path(task_id, kind)), "", 0, 0, 0)
+
+
+_TASK_FIELDS = tuple(f.name for f in dataclasses.fields(Task) if f.name != "started_mono")
+
+
+def record_of(task: Task) -> dict[str, Any]:
+    """`task.to_dict()` without `dataclasses.asdict`'s recursive deep copy (the fields are flat values, and
+    the result and rusage are plain dataclasses of flat values): same keys, same order, same values, at a
+    fraction of the cost (it is built for every change of state, under the engine's lock)."""
+    data = {name: getattr(task, name) for name in _TASK_FIELDS}
+    result = task.result
+    if result is not None:
+        data["result"] = res = dict(vars(result))
+        if result.rusage is not None:
+            res["rusage"] = dict(vars(result.rusage))
+    return data
+
+
+class RecordWriter:
+    """Orders every record write of a task id: one write at a time per id, and only for the task that owns it.
+
+    Who writes which record, and when:
+    - `pending`: `run`, before the task is queued: it must be on disk before the process exists, because it
+      holds the marker a restart needs to find the task's leftover processes, and a task the caller was told
+      about must survive a crash (as `interrupted`).
+    - `running`: the task's worker, once the task has run for runner.RUNNING_RECORD_DELAY; a task that ends
+      sooner goes from its pending record to its terminal one.
+    - terminal (`done`, `timed_out`, `killed`, `interrupted`): the thread that ended the task, before any
+      inline wait answers with it.
+
+    What a crash (the daemon killed; the machine stays up) leaves, at each point of a task's life:
+    - before the pending record's rename: no record (the caller got an error or no answer; no process ran),
+      at most a `.<id>.json.tmp`, removed at the next start, and empty output files;
+    - from then until the running record's rename (the process may already run): the pending record; the
+      next start finds the task's processes by the record's marker, stops them and records `interrupted`,
+      saying the task was running when it found any (Engine.start);
+    - until the terminal record's rename: the running record -> `interrupted` at the next start;
+    - after it: the terminal record, which is what every inline answer said.
+    A power cut leaves, per task, one of these records as it was fsync'ed (never a torn one); the task's
+    processes died with the machine.
+
+    Ownership: a record is written only for the task that currently owns its id (`own`). A reused name or a
+    pruned task changes the owner, which waits for a write of the id in progress, so a late write of a
+    finished task can never replace the record of the new task with its name, nor bring a pruned record back
+    (both were races: two writers of one id also shared its temp file, and one rename then failed).
+    """
+
+    def __init__(self, store: TaskStore):
+        self.store = store
+        self._cond = threading.Condition(threading.Lock())
+        self._owner: dict[str, object] = {}
+        self._busy: set[str] = set()  # ids whose record is being written or deleted right now
+
+    def own(self, task_id: str, owner: object | None) -> None:
+        """Only `owner`'s records are written as `task_id` from now on (None: nobody's)."""
+        with self._cond:
+            if owner is None:
+                self._owner.pop(task_id, None)
+            else:
+                self._owner[task_id] = owner
+            while task_id in self._busy:
+                self._cond.wait()
+
+    def release(self, task_id: str, owner: object, delete) -> bool:
+        """Retention: if `owner` still owns `task_id`, disown it and call `delete(task_id)` while no record of
+        the id can be written (a `run` reusing the name waits in `own`). False if the name was taken again."""
+        with self._cond:
+            if self._owner.get(task_id) is not owner:
+                return False
+            del self._owner[task_id]
+            self._claim(task_id)
+        try:
+            delete(task_id)
+        finally:
+            self._done(task_id)
+        return True
+
+    def save_now(self, task_id: str, owner: object, record: dict) -> None:
+        """Write `record` (temp, fsync, rename) unless `owner` no longer owns the id. Raises OSError."""
+        with self._cond:
+            while task_id in self._busy:
+                self._cond.wait()
+            if self._owner.get(task_id) is not owner:
+                return
+            self._claim(task_id)
+        try:
+            self.store.save_dict(task_id, record)
+        finally:
+            self._done(task_id)
+
+    def _claim(self, task_id: str) -> None:
+        while task_id in self._busy:
+            self._cond.wait()
+        self._busy.add(task_id)
+
+    def _done(self, task_id: str) -> None:
+        with self._cond:
+            self._busy.discard(task_id)
+            self._cond.notify_all()
