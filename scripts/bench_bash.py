@@ -1,6 +1,12 @@
 """Bash daemon: run round trip, exit-to-answer latency, throughput, 1,000 running tasks, a 1 GiB output.
 
 Each figure stands beside a baseline measured in the same run (issue "[2 of 6]", "Speed and scale").
+
+Noise to know of on the shared dev VM: its root file system is ext4 without a journal, where creating a file
+scans past every inode of its block group deleted in the last ~30 s (ext4's recently_deleted()). Every task
+creates files, so the round trip and throughput figures get worse for about half a minute after anything
+deleted many files (another bench run's cleanup, a test suite): measured 2.5x vs 6-7x for the same code a
+minute apart. Leave ~40 s after such bursts and compare codes in interleaved runs, never across sessions.
 """
 
 import subprocess
