@@ -42,6 +42,10 @@ from .task import Rusage, Task, TaskResult
 log = logging.getLogger(__name__)
 
 MAX_CMD_BYTES = 64 * 1024  # the schema says characters; the engine checks the encoded size too
+def _never() -> bool:
+    return False
+
+
 HOUSEKEEPING_INTERVAL = 30.0  # seconds between retention/reaping passes when nothing wakes the thread
 
 
@@ -246,8 +250,9 @@ class Engine:
     # ----- run ----------------------------------------------------------------------------------------
 
     def run(self, cmd: str, timeout_secs: float | None = None, wait_seconds: float | None = None,
-            name: str | None = None, cwd: str | None = None) -> Outcome:
-        """Submit `bash -c cmd`; wait inline up to the capped window; see the module doc for todos."""
+            name: str | None = None, cwd: str | None = None, client_gone: Callable[[], bool] = _never) -> Outcome:
+        """Submit `bash -c cmd`; wait inline up to the capped window; see the module doc for todos.
+        `client_gone()` says whether the caller hung up during the wait (then the result becomes a todo)."""
         cmd, timeout_secs, cwd_path, window = self._check_run_args(cmd, timeout_secs, wait_seconds, cwd)
         # Random bytes come from a syscall, which gives up the GIL: not under the lock (see the module doc).
         nonce, candidate = secrets.token_hex(8), secrets.token_hex(4)
@@ -288,7 +293,7 @@ class Engine:
         self._start_runners(starting)
         if window.seconds <= 0:
             return Outcome(self._view(task_id), window, 0.0)
-        return self._wait(task, window, registered=True, from_run=True)
+        return self._wait(task, window, registered=True, from_run=True, client_gone=client_gone)
 
     def _check_run_args(self, cmd: Any, timeout_secs: Any, wait_seconds: Any, cwd: Any):
         if not isinstance(cmd, str) or not cmd.strip():
@@ -526,6 +531,14 @@ class Engine:
         self._todo_ops.append(("upsert", (task.id, f"bash {task.id} {' '.join(facts)}: {shorten(task.cmd, 60)}", body,
                                            self._view_locked(task.id).to_dict())))
 
+    def _hand_over(self, task: Task, client_gone: Callable[[], bool]) -> None:
+        """A terminal result is about to be answered (lock held): the answer delivers it, unless the caller
+        hung up, in which case the completion todo carries it."""
+        if client_gone():
+            self._upsert_completion(task)
+        else:
+            self._observed_terminal(task)
+
     def _observed_terminal(self, task: Task) -> None:
         """The caller is about to hand a terminal result to the agent: no todo for it, and clear an open one."""
         self._seen.add(task.id)
@@ -535,7 +548,7 @@ class Engine:
 
     # ----- status, waits ------------------------------------------------------------------------------------
 
-    def status(self, task_id: str, wait_seconds: float | None = None) -> Outcome:
+    def status(self, task_id: str, wait_seconds: float | None = None, client_gone: Callable[[], bool] = _never) -> Outcome:
         if wait_seconds is not None and (isinstance(wait_seconds, bool) or not isinstance(wait_seconds, (int, float))
                                          or not wait_seconds >= 0):
             raise EngineError("wait_seconds: must be a number >= 0")
@@ -548,14 +561,18 @@ class Engine:
             else:
                 registered = False
         if registered:
-            return self._wait(task, window, registered=True, from_run=False)
+            return self._wait(task, window, registered=True, from_run=False, client_gone=client_gone)
         with self._cond:
             if task.terminal:
-                self._observed_terminal(task)
+                self._hand_over(task, client_gone)
         return Outcome(self._view(task.id), window, 0.0)
 
-    def _wait(self, task: Task, window: WaitWindow, registered: bool, from_run: bool) -> Outcome:
-        """Inline wait (the caller registered as a waiter under the lock). No free slot: answer at once."""
+    def _wait(self, task: Task, window: WaitWindow, registered: bool, from_run: bool,
+              client_gone: Callable[[], bool] = _never) -> Outcome:
+        """Inline wait (the caller registered as a waiter under the lock). No free slot: answer at once.
+
+        A caller that hung up while waiting will never read the result: it is left as the completion todo
+        instead of counting as seen (robustness test: a hang-up during an inline wait lost the completion)."""
         skipped = not self.slots.try_acquire()
         start = self.clock()
         try:
@@ -566,7 +583,7 @@ class Engine:
                 if not self._inline_waiters[task.id]:
                     del self._inline_waiters[task.id]
                 if task.terminal:
-                    self._observed_terminal(task)
+                    self._hand_over(task, client_gone)
                 elif from_run:
                     self._upsert_running(task)
                 waited = self.clock() - start

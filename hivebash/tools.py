@@ -271,23 +271,24 @@ def build_registry(engine: Engine) -> ToolRegistry:
     def guarded(fn):
         def handler(args: dict[str, Any], ctx: CallContext) -> ToolResult:
             try:
-                return fn(args)
+                return fn(args, ctx)
             except EngineError as exc:
                 raise ToolError(str(exc)) from None
         return handler
 
-    def run(args):
+    def run(args, ctx):
         outcome = engine.run(args["cmd"], timeout_secs=args.get("timeout_secs"), wait_seconds=args.get("wait_seconds"),
-                             name=args.get("name"), cwd=args.get("cwd"))
+                             name=args.get("name"), cwd=args.get("cwd"), client_gone=ctx.client_gone)
         return outcome_result(outcome, started_form=True)
 
-    def status(args):
-        return outcome_result(engine.status(args["id"], wait_seconds=args.get("wait_seconds")), started_form=False)
+    def status(args, ctx):
+        outcome = engine.status(args["id"], wait_seconds=args.get("wait_seconds"), client_gone=ctx.client_gone)
+        return outcome_result(outcome, started_form=False)
 
-    def kill(args):
+    def kill(args, ctx):
         return kill_result(engine.kill(args["id"], force=bool(args.get("force", False))))
 
-    def list_(args):
+    def list_(args, ctx):
         views, total = engine.list(state=args.get("state"), limit=args.get("limit", 50))
         return list_result(views, total, args.get("state"))
 

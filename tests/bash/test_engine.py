@@ -21,6 +21,18 @@ def test_run_inline_result_has_exit_code_tails_rusage_and_no_todo(engine, todos)
     assert todos.for_key(data["id"]) == []  # the result was delivered inline
 
 
+def test_a_caller_that_hung_up_during_the_wait_gets_its_result_as_a_todo(engine, todos):
+    """Nobody reads an inline answer whose client is gone: the completion must come as a todo instead."""
+    outcome = engine.run("echo gone", wait_seconds=20, name="gone", client_gone=lambda: True)
+    assert outcome.view.task.state == "done"
+    calls = todos.for_key("gone")
+    assert [c[0] for c in calls] == ["upsert"] and "status=done exit_code=0" in calls[0][2]
+    engine.status("gone", client_gone=lambda: True)
+    assert [c[0] for c in todos.for_key("gone")] == ["upsert", "upsert"], "still not seen: the todo stays"
+    engine.status("gone")
+    assert todos.for_key("gone")[-1][0] == "clear", "a status that is read clears it"
+
+
 def test_background_task_gets_running_todo_then_completion_then_status_clears_it(engine, todos):
     out = engine.run("sleep 0.3; echo done", wait_seconds=0)
     tid = out.view.task.id

@@ -126,9 +126,6 @@ def test_output_flood_does_not_disturb_other_tasks(bash_factory):
     (daemon.state_dir / "bash-tasks" / "flood.out").unlink()  # 400 MB at most: free the disk now
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (hivebash.engine + transport): the request thread that waited inline marks the "
-                   "result as seen although the client hung up, so no completion todo is ever sent; waitress can tell "
-                   "(channel_request_lookahead>0 gives environ['waitress.client_disconnected']) but nothing asks it")
 def test_client_disconnecting_during_inline_wait(bash_factory, sink_factory):
     """The client sends run with a long inline wait and hangs up. The task runs on, and since nobody received
     its result, its completion must come as a todo."""
