@@ -78,7 +78,7 @@ def _settle(todos: LooseEnds, state: str) -> None:
 
 
 def upsert_by_socket_state(ctx):
-    """LooseEnds.upsert in-process (coalesce, outbox write with fsync, wake the thread)."""
+    """LooseEnds.upsert in-process (coalesce, outbox write, wake the thread)."""
     n = ctx.reps(600, 150)
     sockets = Sockets(ctx.workdir / "le-up")
     todos = {s: LooseEnds("bash", ctx.workdir / f"le-state-{s}", sockets.paths[s] if s != "down" else
