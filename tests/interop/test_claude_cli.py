@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from daemon_harness import ECHO_SERVER, REPO
+from daemon_harness import ECHO_SERVER
 
 pytestmark = pytest.mark.interop
 

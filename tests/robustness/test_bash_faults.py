@@ -11,7 +11,6 @@ import socket
 import subprocess
 
 import psutil
-import pytest
 
 from daemon_harness import wait_until
 from daemons_kit import BASH_DAEMON, task_processes

@@ -16,7 +16,6 @@ import psutil
 import pytest
 
 from common.tools import ToolArgumentsError
-from common.waiting import wait_for
 from hivesubagent.sessions import SessionStore
 from hivesubagent.tools import build_registry
 
