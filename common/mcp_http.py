@@ -39,7 +39,7 @@ from werkzeug.wrappers import Request, Response
 from common.config import ServerSettings
 from common.http_guard import Guard, read_token_file
 from common.mcp_sessions import SessionTable
-from common.tools import CallContext, ToolArgumentsError, ToolRegistry, ToolResult, UnknownTool
+from common.tools import CallContext, ToolArgumentsError, ToolRegistry, ToolResult, UnknownTool, never_gone
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class McpApp:
     @staticmethod
     def _client_gone(request: Request) -> Callable[[], bool]:
         """waitress offers this when it reads ahead on the connection (channel_request_lookahead > 0)."""
-        return request.environ.get("waitress.client_disconnected") or _never_gone
+        return request.environ.get("waitress.client_disconnected") or never_gone
 
     def _read_json(self, request: Request) -> Any:
         """The decoded body, or RpcError(PARSE_ERROR) / 413 as a RequestEntityTooLarge."""
@@ -282,7 +282,7 @@ class McpApp:
         return _json_response(replies) if replies else Response(status=202)
 
     def _handshake_message(self, message: Any, version: str, in_batch: bool = False,
-                           client_gone: Callable[[], bool] | None = None) -> dict | None:
+                           client_gone: Callable[[], bool] = never_gone) -> dict | None:
         """Answer one JSON-RPC message; None for notifications and client responses (202)."""
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             return _error_body(None, RpcError(INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message"))
@@ -307,7 +307,7 @@ class McpApp:
     # -- methods, shared by both eras ---------------------------------------------------------------------------
 
     def _dispatch(self, method: str, params: Any, version: str, modern: bool,
-                  client_gone: Callable[[], bool] | None = None) -> dict:
+                  client_gone: Callable[[], bool] = never_gone) -> dict:
         if params is not None and not isinstance(params, dict):
             raise RpcError(INVALID_PARAMS, "Invalid params: params must be an object")
         params = params or {}
@@ -317,7 +317,7 @@ class McpApp:
                 result.update(ttlMs=TOOL_LIST_TTL_MS, cacheScope="public")
             return result
         if method == "tools/call":
-            return self._call_tool(params, version, client_gone or _never_gone)
+            return self._call_tool(params, version, client_gone)
         if method == "ping" and not modern:
             return {}
         if method == "server/discover" and modern:
@@ -363,10 +363,6 @@ class McpApp:
             raise RpcError(INTERNAL_ERROR, "Internal error: the server produced an invalid result") from None
         except (KeyError, ValueError):
             return result  # a method the SDK's table does not know for this version: sent as built
-
-
-def _never_gone() -> bool:
-    return False
 
 
 def _first_error(exc: ValidationError) -> str:

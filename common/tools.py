@@ -28,7 +28,8 @@ class UnknownTool(LookupError):
     """No tool of that name is registered."""
 
 
-def _never() -> bool:
+def never_gone() -> bool:
+    """The `client_gone` of a caller that cannot hang up (in-process calls, tests)."""
     return False
 
 
@@ -42,7 +43,7 @@ class CallContext:
     structured: bool = False
     protocol_version: str | None = None
     session_id: str | None = None
-    client_gone: Callable[[], bool] = _never
+    client_gone: Callable[[], bool] = never_gone
 
 
 @dataclass

@@ -33,6 +33,7 @@ from typing import Any, Callable, Protocol
 from common.config import BashSettings
 from common.names import InvalidName, check_name
 from common.waiting import WAIT_CAP_SECONDS, Doorbell, WaitSlots, WaitWindow, cap_wait, wait_for
+from common.tools import never_gone
 
 from . import task as T
 from .runner import OrphanReaper, ProcInfo, TaskRunner, WorkerPool, find_processes, is_alive, stop_processes
@@ -42,10 +43,6 @@ from .task import Rusage, Task, TaskResult
 log = logging.getLogger(__name__)
 
 MAX_CMD_BYTES = 64 * 1024  # the schema says characters; the engine checks the encoded size too
-def _never() -> bool:
-    return False
-
-
 HOUSEKEEPING_INTERVAL = 30.0  # seconds between retention/reaping passes when nothing wakes the thread
 
 
@@ -250,7 +247,7 @@ class Engine:
     # ----- run ----------------------------------------------------------------------------------------
 
     def run(self, cmd: str, timeout_secs: float | None = None, wait_seconds: float | None = None,
-            name: str | None = None, cwd: str | None = None, client_gone: Callable[[], bool] = _never) -> Outcome:
+            name: str | None = None, cwd: str | None = None, client_gone: Callable[[], bool] = never_gone) -> Outcome:
         """Submit `bash -c cmd`; wait inline up to the capped window; see the module doc for todos.
         `client_gone()` says whether the caller hung up during the wait (then the result becomes a todo)."""
         cmd, timeout_secs, cwd_path, window = self._check_run_args(cmd, timeout_secs, wait_seconds, cwd)
@@ -548,7 +545,7 @@ class Engine:
 
     # ----- status, waits ------------------------------------------------------------------------------------
 
-    def status(self, task_id: str, wait_seconds: float | None = None, client_gone: Callable[[], bool] = _never) -> Outcome:
+    def status(self, task_id: str, wait_seconds: float | None = None, client_gone: Callable[[], bool] = never_gone) -> Outcome:
         if wait_seconds is not None and (isinstance(wait_seconds, bool) or not isinstance(wait_seconds, (int, float))
                                          or not wait_seconds >= 0):
             raise EngineError("wait_seconds: must be a number >= 0")
@@ -568,7 +565,7 @@ class Engine:
         return Outcome(self._view(task.id), window, 0.0)
 
     def _wait(self, task: Task, window: WaitWindow, registered: bool, from_run: bool,
-              client_gone: Callable[[], bool] = _never) -> Outcome:
+              client_gone: Callable[[], bool] = never_gone) -> Outcome:
         """Inline wait (the caller registered as a waiter under the lock). No free slot: answer at once.
 
         A caller that hung up while waiting will never read the result: it is left as the completion todo
