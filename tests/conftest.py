@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from daemon_harness import ECHO_SERVER, DaemonProcess, start_daemon
+from daemon_harness import ECHO_SERVER, DaemonProcess, start_daemon, todo_sink
 
 
 @pytest.fixture
@@ -30,3 +30,10 @@ def echo_daemon(tmp_path_factory):
     d = start_daemon([sys.executable, str(ECHO_SERVER)], tmp_path_factory.mktemp("echo"))
     yield d
     d.stop()
+
+
+@pytest.fixture
+def sink():
+    """A running `hive-loose-ends serve`; the value is its socket path (pass it as --agent-socket)."""
+    with todo_sink() as path:
+        yield path

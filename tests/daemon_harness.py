@@ -5,9 +5,13 @@ Importable from any test (`pythonpath = tests` in setup.cfg): `from daemon_harne
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,3 +78,32 @@ def start_daemon(argv: list[str], workdir: Path, env: dict | None = None, timeou
     return DaemonProcess(proc, url, log_path)
 
 
+VENV_BIN = Path(sys.executable).parent
+
+
+@contextmanager
+def todo_sink():
+    """The reference harness socket (`hive-loose-ends serve`), on a short /tmp path: a Unix socket path holds
+    at most 107 bytes, which pytest's tmp_path can exceed. Yields the socket path."""
+    folder = Path(tempfile.mkdtemp(dir="/tmp", prefix="sink-"))
+    path = folder / "agent.sock"
+    proc = subprocess.Popen([str(VENV_BIN / "hive-loose-ends"), "serve", "--socket", str(path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        wait_until(path.exists, 20, "the loose-ends sink socket")
+        yield path
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def sink_todos(path: Path, strict: bool = True) -> list[dict]:
+    """The todos the sink holds now (`hive-loose-ends list --json`). `strict=False` answers [] when the sink
+    cannot be asked this time, for callers that poll and will ask again."""
+    out = subprocess.run([str(VENV_BIN / "hive-loose-ends"), "list", "--socket", str(path), "--json"],
+                         capture_output=True, text=True, timeout=30)
+    if out.returncode != 0:
+        assert not strict, f"hive-loose-ends list failed: {out.stderr}"
+        return []
+    return json.loads(out.stdout)

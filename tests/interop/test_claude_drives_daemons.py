@@ -11,40 +11,19 @@ The mock stands in for Anthropic's API only (it cannot run here); everything els
 
 import json
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from daemon_harness import REPO, wait_until
+from daemon_harness import REPO, sink_todos, wait_until
 
 pytestmark = pytest.mark.interop
 BIN = REPO / ".venv" / "bin"
 
 
-@pytest.fixture
-def sink():
-    """`hive-loose-ends serve` on a short /tmp path (a Unix socket path has at most 107 bytes)."""
-    folder = Path(tempfile.mkdtemp(dir="/tmp", prefix="full-"))
-    path = folder / "agent.sock"
-    proc = subprocess.Popen([str(BIN / "hive-loose-ends"), "serve", "--socket", str(path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    wait_until(path.exists, 20, "the loose-ends sink socket")
-    yield path
-    proc.terminate()
-    proc.wait(10)
-
-
-def todos(sink: Path) -> list[dict]:
-    out = subprocess.run([str(BIN / "hive-loose-ends"), "list", "--socket", str(sink), "--json"],
-                         capture_output=True, text=True, timeout=30)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
-
-
 def wait_todo(sink: Path, source: str, key: str, summary_part: str, seconds: float = 60) -> dict:
     def found():
-        return next((t for t in todos(sink) if (t["source"], t["key"]) == (source, key) and summary_part in t["summary"]), None)
+        return next((t for t in sink_todos(sink, strict=False) if (t["source"], t["key"]) == (source, key) and summary_part in t["summary"]), None)
     return wait_until(found, seconds, f"a {source}/{key} todo with {summary_part!r}", interval=0.2)
 
 
@@ -92,7 +71,7 @@ def test_agent_runs_a_command_inline_and_reads_the_result(stack, sink):
     assert first.startswith("id=inline status=done exit_code=3"), text
     assert "from-the-agent" in text and "oops" in text
     assert (stack.bash_state / "bash-tasks" / "inline.out").read_text() == "from-the-agent\n"
-    assert not [t for t in todos(sink) if t["key"] == "inline"], "a result delivered inline leaves no todo"
+    assert not [t for t in sink_todos(sink) if t["key"] == "inline"], "a result delivered inline leaves no todo"
 
 
 def test_agent_backgrounds_a_command_and_the_completion_arrives_as_a_todo(stack, sink):

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import anyio
@@ -19,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 from mcp.client.client import Client
 
-from daemon_harness import wait_until
+from daemon_harness import sink_todos, wait_until
 from hivesubagent.cli import main as cli_main
 
 BIN = Path(sys.executable).parent
@@ -29,30 +27,11 @@ def run_cli(*args: str, env: dict[str, str], stdin: str | None = None) -> subpro
     return subprocess.run([str(BIN / "hive-subagent"), *args], env=env, input=stdin, capture_output=True, text=True, timeout=60)
 
 
-@pytest.fixture
-def sink():
-    """The reference harness socket (hive-loose-ends serve), in a short /tmp path (Unix socket path limit)."""
-    folder = Path(tempfile.mkdtemp(dir="/tmp", prefix="sa-le-"))
-    path = folder / "h.sock"
-    proc = subprocess.Popen([str(BIN / "hive-loose-ends"), "serve", "--socket", str(path)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    wait_until(lambda: path.exists(), 20, "the loose-ends sink socket")
-    yield path
-    proc.terminate()
-    proc.wait(10)
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-def sink_todos(path: Path) -> list[dict]:
-    out = subprocess.run([str(BIN / "hive-loose-ends"), "list", "--socket", str(path), "--json"], capture_output=True, text=True, timeout=30)
-    return json.loads(out.stdout) if out.returncode == 0 else []
-
-
 def wait_todo(sink: Path, daemon, summary_part: str, key: str = "job", seconds: float = 60.0) -> dict:
     """Until the sink holds todo `key` whose summary contains `summary_part` (polled: another process's state;
     each poll is a process start, so not too often). On timeout, the daemon's log says why."""
     def found():
-        return next((t for t in sink_todos(sink) if t["key"] == key and summary_part in t["summary"]), None)
+        return next((t for t in sink_todos(sink, strict=False) if t["key"] == key and summary_part in t["summary"]), None)
 
     try:
         return wait_until(found, seconds, f"a {key!r} todo with {summary_part!r} at the sink", interval=0.2)
