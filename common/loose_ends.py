@@ -4,14 +4,14 @@ Both daemons tell the agent about completions as keyed todos on the harness's Un
 the wire is documented in docs/harness-protocol.md. What this module promises its callers:
 
 - `upsert` and `clear` never block on the harness and never raise: they coalesce the todo into the pending
-  map, write it to the outbox (`<state_dir>/loose-ends/<source>/<key>.json`, temp + rename) and wake
-  the delivery thread. The socket is only ever touched by that thread.
-- Once `upsert`/`clear` returned, the todo survives the daemon's death (kill -9 included): the file is in the
-  kernel's page cache. It is not fsync'ed by default: a file and a directory fsync under the outbox lock put
-  every tool call that produced a todo in line behind the disk (the bash daemon runs two todos a task). A
+  map, append it to the outbox journal (`<state_dir>/loose-ends/<source>/outbox.jsonl`, see common/outbox.py)
+  and wake the delivery thread. The socket is only ever touched by that thread.
+- Once `upsert`/`clear` returned, the todo survives the daemon's death (kill -9 included): its journal line is
+  in the kernel's page cache. It is not fsync'ed by default: an fsync under the outbox lock put every tool
+  call that produced a todo in line behind the disk (the bash daemon runs two todos a task). A
   power loss can therefore lose the newest todos; it also ends the harness and the agent turn that would
   read them. `fsync=True` restores power-loss durability at that price.
-- Per key only the newest state is pending (the outbox holds at most one file a key), and one thread sends one
+- Per key only the newest state is pending (reading the journal back keeps the last line of each key), and one thread sends one
   request at a time, so an upsert followed by a clear never arrives as clear-then-upsert.
 - What the harness does not acknowledge with `{"ok": true}` (down, slow, error or malformed reply) stays in the
   outbox and is retried with capped exponential backoff; a new todo, `flush` or `close` wakes the wait at once.
@@ -29,7 +29,6 @@ import json
 import logging
 import os
 import socket
-import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from common.names import check_name
+from common.outbox import Outbox
 from common.waiting import wait_for
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,6 @@ OUTBOX_DIRNAME = "loose-ends"
 MAX_LINE_BYTES = 1024 * 1024  # one request line at most (docs/harness-protocol.md); larger todos are refused
 MAX_REPLY_BYTES = 64 * 1024  # an ack is a few bytes; a longer "reply" is a misbehaving peer
 SOCKET_PATH_MAX = 107  # sun_path is 108 bytes including the terminating NUL
-OUTBOX_VERSION = 1
 KNOWN_ABSENT_CAP = 4096  # keys remembered as "harness holds nothing"; forgetting one only costs a redundant clear
 
 
@@ -204,133 +203,6 @@ class _Entry:
         return self.message["op"]
 
 
-class Outbox:
-    """The on-disk half of the pending map: one file a key, replaced atomically; directories 0700, files 0600.
-
-    When the directory cannot be used (read-only disk, permissions) the outbox logs once and the todos stay in
-    memory only: delivery must never fail a tool call.
-    """
-
-    def __init__(self, directory: Path, fsync: bool = False):
-        self.directory = directory
-        self.fsync = fsync
-        self.usable = self._prepare()
-
-    def _prepare(self) -> bool:
-        try:
-            self.directory.parent.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the state dir, shared
-            for level in (self.directory.parent, self.directory):
-                level.mkdir(mode=0o700, exist_ok=True)
-            for own in (self.directory.parent, self.directory):
-                os.chmod(own, 0o700)
-            return True
-        except OSError as e:
-            log.error("todo outbox %s is unusable (%s): todos are kept in memory only", self.directory, _os_reason(e))
-            return False
-
-    def save(self, entry: _Entry) -> None:
-        """Write the entry's file; on a disk error log it and keep the entry in memory (it is still sent)."""
-        if not self.usable:
-            return
-        try:
-            self._write(entry)
-        except OSError as e:
-            log.error("todo outbox: could not write %s/%s.json (%s); kept in memory only", self.directory, entry.key,
-                      _os_reason(e))
-
-    def _write(self, entry: _Entry) -> None:
-        record = {"version": OUTBOX_VERSION, "seq": entry.seq, "message": entry.message}
-        payload = json.dumps(record, ensure_ascii=False).encode("utf-8", "replace")
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{entry.key}.", suffix=".tmp")  # 0600, O_EXCL
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(payload)
-                f.flush()
-                if self.fsync:
-                    os.fsync(f.fileno())
-            os.replace(tmp, self.directory / f"{entry.key}.json")
-        except BaseException:
-            _unlink_quietly(Path(tmp))
-            raise
-        self._sync_dir()
-
-    def drop(self, key: str) -> None:
-        if not self.usable:
-            return
-        try:
-            _unlink_quietly(self.directory / f"{key}.json")
-            # Persist the removal too: a delivered upsert that came back after a power loss could revive a
-            # todo that a later clear removed.
-            self._sync_dir()
-        except OSError as e:
-            log.error("todo outbox: could not remove %s/%s.json (%s)", self.directory, key, _os_reason(e))
-
-    def load(self, source: str) -> list[tuple[int, dict[str, Any]]]:
-        """Read back what an earlier run left (oldest first). Unreadable files are renamed `*.corrupt` and
-        skipped, temp files of an interrupted write are removed."""
-        if not self.usable:
-            return []
-        found: list[tuple[int, dict[str, Any]]] = []
-        try:
-            paths = sorted(self.directory.iterdir())
-        except OSError as e:
-            log.error("todo outbox %s cannot be read (%s): earlier todos stay there", self.directory, _os_reason(e))
-            return []
-        for path in paths:
-            if path.name.startswith(".") and path.name.endswith(".tmp"):
-                _unlink_quietly(path)
-            elif path.suffix == ".json":
-                try:
-                    found.append(self._read(path, source))
-                except (OSError, ValueError) as e:
-                    log.warning("todo outbox: %s is unreadable (%s); kept aside as %s.corrupt", path, e, path.name)
-                    _rename_quietly(path, path.with_name(path.name + ".corrupt"))
-        found.sort(key=lambda item: item[0])
-        return found
-
-    @staticmethod
-    def _read(path: Path, source: str) -> tuple[int, dict[str, Any]]:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(record, dict) or record.get("version") != OUTBOX_VERSION:
-            raise ValueError(f"version: expected {OUTBOX_VERSION}")
-        seq, message = record.get("seq"), record.get("message")
-        if not isinstance(seq, int) or not isinstance(message, dict):
-            raise ValueError("seq/message: missing")
-        key = path.name[: -len(".json")]
-        if message.get("key") != key or message.get("source") != source:
-            raise ValueError("key/source: do not match the file")
-        if message.get("op") == OP_UPSERT:
-            message = upsert_message(source, key, message.get("summary"), message.get("body"), message.get("data"))
-        elif message.get("op") == OP_CLEAR:
-            message = clear_message(source, key)
-        else:
-            raise ValueError(f"op: {message.get('op')!r} is not {OP_UPSERT} or {OP_CLEAR}")
-        return seq, message
-
-    def _sync_dir(self) -> None:
-        if not self.fsync:
-            return
-        fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _unlink_quietly(path: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
-
-
-def _rename_quietly(src: Path, dst: Path) -> None:
-    try:
-        os.replace(src, dst)
-    except OSError as e:
-        log.warning("could not move %s aside: %s", src, _os_reason(e))
-
-
 # ---------------------------------------------------------------------------------------------------- delivery
 
 IDLE = "idle"  # nothing pending (or no socket configured)
@@ -399,8 +271,8 @@ class LooseEnds:
         self._seq = self._load()
         self._thread = threading.Thread(target=self._run, name=f"loose-ends-{self.source}", daemon=True)
         if self.socket_path is None:
-            if self._pending:
-                log.info("%d %s todo(s) wait in the outbox; no harness socket is configured", len(self._pending), source)
+            log.info("no harness socket is configured: %s todos wait in %s (%d now)", source, self._outbox.journal,
+                     len(self._pending))
             return
         try:
             check_socket_path(self.socket_path)
@@ -471,7 +343,9 @@ class LooseEnds:
             log.exception("%s todo %s for %s could not be queued", self.source, message["op"], key)
             return False
         if self.socket_path is None:
-            log.info("todo (no harness socket) %s %s/%s %s", message["op"], self.source, key, message.get("summary", ""))
+            # DEBUG, not INFO: the bash daemon makes two todos a task, and a log line each cost its throughput
+            # ~4% (scripts/bench.py). That todos wait in the outbox is said once, at start-up.
+            log.debug("todo (no harness socket) %s %s/%s %s", message["op"], self.source, key, message.get("summary", ""))
         return True
 
     def _coalesce(self, key: str, message: dict[str, Any]) -> None:
@@ -496,13 +370,29 @@ class LooseEnds:
         entry = _Entry(key, self._seq, message, maybe_held)
         self._pending.pop(key, None)
         self._pending[key] = entry  # to the back: delivery follows the order of the last change
-        self._outbox.save(entry)
+        self._outbox.save(entry.seq, key, message)
 
     def _load(self) -> int:
-        for seq, message in self._outbox.load(self.source):
+        for stored in self._outbox.load():
+            try:
+                message = self._checked(stored.key, stored.message)
+            except ValueError as e:
+                log.warning("todo outbox: the entry for %r is unusable (%s); dropped: %.300r", stored.key, e, stored.message)
+                self._outbox.drop(stored.key)
+                continue
             # Written by an earlier run, which may have sent it already: a later clear must go out.
-            self._pending[message["key"]] = _Entry(message["key"], seq, message, maybe_held=True)
+            self._pending[stored.key] = _Entry(stored.key, stored.seq, message, maybe_held=True)
         return max((e.seq for e in self._pending.values()), default=0)
+
+    def _checked(self, key: str, message: dict[str, Any]) -> dict[str, Any]:
+        """A message read back from the outbox, rebuilt through the constructors that check every field."""
+        if message.get("key") != key or message.get("source") != self.source:
+            raise ValueError("key/source: do not match the entry")
+        if message.get("op") == OP_UPSERT:
+            return upsert_message(self.source, key, message.get("summary"), message.get("body"), message.get("data"))
+        if message.get("op") == OP_CLEAR:
+            return clear_message(self.source, key)
+        raise ValueError(f"op: {message.get('op')!r} is not {OP_UPSERT} or {OP_CLEAR}")
 
     # ------------------------------------------------------------------------------------------ the delivery thread
 

@@ -30,14 +30,17 @@ from common.loose_ends import (
     OP_CLEAR,
     OP_LIST,
     OP_UPSERT,
+    OUTBOX_DIRNAME,
     HarnessError,
     HarnessUnreachable,
     check_socket_path,
     exchange,
 )
+from common.outbox import JOURNAL_NAME, read_journal
 from common.waiting import Doorbell
 
 EXIT_OK, EXIT_ERROR, EXIT_UNREACHABLE = 0, 1, 2
+EXIT_NO_OUTBOX = 2  # `outbox`: nothing to read at that path, as for a socket nobody listens on
 LIST_REPLY_LIMIT = 256 * 1024 * 1024  # a list reply carries every todo's body; far above any real board
 CONNECTION_IDLE_TIMEOUT = 30.0  # seconds a connection may sit silent before the sink drops it
 BODY_LINES_SHOWN = 10
@@ -231,6 +234,8 @@ def main() -> None:
       HIVE_AGENT_SOCKET=/tmp/hive/agent.sock hive-bash-daemon ...
       hive-loose-ends list --socket /tmp/hive/agent.sock
 
+    What a daemon could not deliver yet waits in its outbox: `hive-loose-ends outbox /var/lib/hive-bash`.
+
     Exit codes: 0 ok; 1 the other end answered an error (or `serve` cannot take the path); 2 usage error or
     the socket is unreachable.
     """
@@ -317,12 +322,16 @@ def list_(socket_path: Path | None, as_json: bool, timeout: float) -> None:
     if not todos:
         click.echo("no todos")
         return
-    rows = [(str(t.get("source", "")), str(t.get("key", "")), _age(t.get("updated_at")), str(t.get("summary", "")))
-            for t in todos]
-    header = ("SOURCE", "KEY", "AGE", "SUMMARY")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
+    _print_table(("SOURCE", "KEY", "AGE", "SUMMARY"), [
+        (str(t.get("source", "")), str(t.get("key", "")), _age(t.get("updated_at")), str(t.get("summary", "")))
+        for t in todos])
+
+
+def _print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    """Columns padded to their widest cell; the last one (a summary) is left as long as it is."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
     for row in [header, *rows]:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3])
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths)) + "  " + row[-1])
 
 
 def _age(updated_at: Any) -> str:
@@ -377,3 +386,33 @@ def clear(socket_path, source, key, timeout) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+@main.command()
+@click.argument("state_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--source", help="Only this producer (bash, subagent); default: every source in STATE_DIR.")
+@click.option("--json", "as_json", is_flag=True, help="Print the entries as a JSON array (messages in full).")
+def outbox(state_dir: Path, source: str | None, as_json: bool) -> None:
+    """Show the todos a daemon holds undelivered: its outbox under STATE_DIR (e.g. /var/lib/hive-bash).
+
+    Read-only, so safe beside the running daemon. The table shows source, key, operation and summary, by source,
+    oldest change first. Exit codes: 0 (even when empty); 2 when STATE_DIR has no outbox.
+    """
+    root = state_dir / OUTBOX_DIRNAME
+    sources = [source] if source else sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    journals = [(s, root / s / JOURNAL_NAME) for s in sources if (root / s).is_dir()]
+    if not journals:
+        click.echo(f"hive-loose-ends: no outbox under {root}", err=True)
+        sys.exit(EXIT_NO_OUTBOX)
+    # Sequence numbers count per source: by source, then oldest change first.
+    entries = [(s, e) for s, journal in journals for e in sorted(read_journal(journal).values(), key=lambda e: e.seq)]
+    if as_json:
+        click.echo(json.dumps([{"source": s, "seq": e.seq, "key": e.key, "message": e.message} for s, e in entries],
+                              ensure_ascii=False, indent=2))
+        return
+    if not entries:
+        click.echo("nothing waits in the outbox")
+        return
+    _print_table(("SOURCE", "KEY", "OP", "SUMMARY"), [
+        (s, e.key, str(e.message.get("op", "?")).removeprefix("todo."), str(e.message.get("summary", "")))
+        for s, e in entries])

@@ -180,3 +180,30 @@ def test_serve_keeps_serving_when_its_output_is_closed(short_dir):
         proc.send_signal(signal.SIGTERM)
         proc.wait(15)
     assert b"Traceback" not in proc.stderr.read()
+
+
+def test_outbox_shows_what_waits_undelivered_without_touching_it(short_dir):
+    from common.loose_ends import LooseEnds
+
+    state = short_dir / "state"
+    for source, key, summary in (("bash", "t1", "done exit=0"), ("subagent", "review", "turn finished")):
+        le = LooseEnds(source, state, None)
+        le.upsert(key, summary, "body")
+        le.close()
+    LooseEnds("bash", state, None).clear("t9")
+    journal = state / "loose-ends" / "bash" / "outbox.jsonl"
+    before = journal.read_bytes()
+    table = run("outbox", str(state))
+    assert table.exit_code == 0, table.output
+    lines = table.output.splitlines()
+    assert lines[0].split() == ["SOURCE", "KEY", "OP", "SUMMARY"]
+    assert [line.split()[:3] for line in lines[1:]] == [["bash", "t1", "upsert"], ["bash", "t9", "clear"],
+                                                         ["subagent", "review", "upsert"]]
+    assert lines[1].endswith("done exit=0")
+    only = json.loads(run("outbox", str(state), "--source", "bash", "--json").output)
+    assert [(e["key"], e["message"]["op"]) for e in only] == [("t1", "todo.upsert"), ("t9", "todo.clear")]
+    assert journal.read_bytes() == before, "reading the outbox must not change it"
+    empty = short_dir / "empty"
+    empty.mkdir()
+    r = run("outbox", str(empty))
+    assert r.exit_code == 2 and "no outbox under" in r.output

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from common.loose_ends import LooseEnds
+from common.outbox import JOURNAL_NAME, read_journal
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,8 +39,13 @@ def outbox_dir(short_dir: Path, source: str = "bash") -> Path:
     return short_dir / "state" / "loose-ends" / source
 
 
-def outbox_files(short_dir: Path) -> list[str]:
-    return sorted(p.name for p in outbox_dir(short_dir).iterdir())
+def outbox_keys(short_dir: Path) -> list[str]:
+    """The keys the outbox journal holds pending (read without side effects, as a restart would read it)."""
+    return sorted(read_journal(outbox_dir(short_dir) / JOURNAL_NAME))
+
+
+def outbox_message(short_dir: Path, key: str) -> dict:
+    return read_journal(outbox_dir(short_dir) / JOURNAL_NAME)[key].message
 
 
 def list_todos(socket_path: Path) -> list[dict]:
@@ -61,7 +67,7 @@ def test_upsert_and_clear_reach_the_sink(sink_factory, make_loose_ends, short_di
     assert le.clear("t1") and le.flush(20)
     assert list_todos(sink.socket_path) == []
     assert sink.changes(2) == [("upsert", "t1", "done exit=0"), ("clear", "t1")]
-    assert outbox_files(short_dir) == [], "delivered todos must leave the outbox"
+    assert outbox_keys(short_dir) == [], "delivered todos must leave the outbox"
 
 
 def test_harness_down_at_completion_then_started_later_arrives_once(sink_factory, make_loose_ends, short_dir):
@@ -71,17 +77,17 @@ def test_harness_down_at_completion_then_started_later_arrives_once(sink_factory
     assert not le.flush(0), "nothing listens: it cannot have been delivered"
     assert le.pending_keys() == ["t1"]
     # Kept on disk, private: directories 0700, the file 0600.
-    assert outbox_files(short_dir) == ["t1.json"]
+    assert outbox_keys(short_dir) == ["t1"]
     assert stat.S_IMODE(outbox_dir(short_dir).stat().st_mode) == 0o700
     assert stat.S_IMODE(outbox_dir(short_dir).parent.stat().st_mode) == 0o700
-    assert stat.S_IMODE((outbox_dir(short_dir) / "t1.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE((outbox_dir(short_dir) / JOURNAL_NAME).stat().st_mode) == 0o600
 
     sink = sink_factory(socket_path)
     assert le.flush(20)
     # A sentinel sent after it: delivery is one request at a time, so a duplicate would have come before it.
     assert le.upsert("sentinel", "s", "") and le.flush(20)
     assert sink.changes(2) == [("upsert", "t1", "done exit=3"), ("upsert", "sentinel", "s")]
-    assert outbox_files(short_dir) == []
+    assert outbox_keys(short_dir) == []
 
 
 def test_a_new_todo_wakes_the_backoff_wait(sink_factory, make_loose_ends, short_dir, wait):
@@ -102,9 +108,9 @@ def test_close_wakes_the_backoff_wait_and_keeps_the_outbox(make_loose_ends, shor
     le.close(timeout=30)
     assert not le._thread.is_alive()
     assert le.status()["state"] == "closed"
-    assert outbox_files(short_dir) == ["a.json"]
+    assert outbox_keys(short_dir) == ["a"]
     assert le.upsert("b", "after close", ""), "after close todos still go to the outbox, for the next start"
-    assert outbox_files(short_dir) == ["a.json", "b.json"]
+    assert outbox_keys(short_dir) == ["a", "b"]
 
 
 DAEMON = """
@@ -131,7 +137,7 @@ def test_daemon_killed_with_undelivered_todos_then_restarted(sink_factory, make_
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait(10)
-    assert outbox_files(short_dir) == ["t1.json", "t2.json", "t3.json"]
+    assert outbox_keys(short_dir) == ["t1", "t2", "t3"]
 
     sink = sink_factory(socket_path)
     le = make_loose_ends(socket_path)
@@ -140,16 +146,34 @@ def test_daemon_killed_with_undelivered_todos_then_restarted(sink_factory, make_
     # killed process may have sent an earlier one, so its clear is sent, never its upsert.
     assert sink.changes(3) == [("upsert", "t1", "done exit=0"), ("upsert", "t2", "done exit=1"), ("clear", "t3")]
     assert [(t["key"], t["data"]) for t in list_todos(socket_path)] == [("t1", {"exit_code": 0}), ("t2", {"exit_code": 1})]
-    assert outbox_files(short_dir) == []
+    assert outbox_keys(short_dir) == []
 
 
-def test_outbox_keeps_one_file_a_key_with_the_newest_state(make_loose_ends, short_dir):
+def test_outbox_holds_the_newest_state_of_each_key(make_loose_ends, short_dir):
     le = make_loose_ends(None)
     for n in range(50):
         le.upsert("busy", f"step {n}", f"body {n}", {"n": n})
-    assert outbox_files(short_dir) == ["busy.json"]
-    record = json.loads((outbox_dir(short_dir) / "busy.json").read_text())
-    assert record["message"]["summary"] == "step 49" and record["message"]["data"] == {"n": 49}
+    assert outbox_keys(short_dir) == ["busy"]
+    message = outbox_message(short_dir, "busy")
+    assert message["summary"] == "step 49" and message["data"] == {"n": 49}
+
+
+def test_the_journal_is_rewritten_when_it_grows_and_keeps_what_is_pending(make_loose_ends, short_dir, monkeypatch):
+    monkeypatch.setattr("common.outbox.COMPACT_MIN_LINES", 8)
+    le = make_loose_ends(None)
+    for key in ("k0", "k1", "k2"):
+        le.upsert(key, f"todo {key}", "")
+    for n in range(200):
+        le.upsert("busy", f"step {n}", "")
+    le.clear("k1")  # an earlier process may have sent a k1: the clear replaces the upsert and stays pending
+    journal = outbox_dir(short_dir) / JOURNAL_NAME
+    lines = journal.read_bytes().count(b"\n")
+    assert lines <= 17, f"{lines} lines for 4 pending keys: the journal was not rewritten"
+    assert outbox_keys(short_dir) == ["busy", "k0", "k1", "k2"]
+    assert outbox_message(short_dir, "busy")["summary"] == "step 199"
+    assert outbox_message(short_dir, "k1")["op"] == "todo.clear"
+    assert stat.S_IMODE(journal.stat().st_mode) == 0o600
+    assert sorted(p.name for p in outbox_dir(short_dir).iterdir()) == [JOURNAL_NAME], "no temp file left behind"
 
 
 def test_clear_of_a_key_the_harness_knows_nothing_of_sends_nothing(sink_factory, make_loose_ends, short_dir):
@@ -163,7 +187,7 @@ def test_clear_of_a_key_the_harness_knows_nothing_of_sends_nothing(sink_factory,
     le.upsert("k", "v2", "")  # cannot be delivered now
     assert le.pending_keys() == ["k"]
     le.clear("k")  # the upsert never left: both vanish
-    assert le.pending_keys() == [] and outbox_files(short_dir) == []
+    assert le.pending_keys() == [] and outbox_keys(short_dir) == []
     sink2 = sink_factory(socket_path)
     assert le.upsert("sentinel", "s", "") and le.flush(20)
     assert sink2.changes(1) == [("upsert", "sentinel", "s")]
@@ -179,19 +203,21 @@ def test_clear_after_a_delivered_upsert_is_still_sent(sink_factory, make_loose_e
     le.upsert("k", "v2", "")
     le.clear("k")  # v2 is dropped, but the harness holds v1: the clear must go out
     assert le.pending_keys() == ["k"]
-    assert json.loads((outbox_dir(short_dir) / "k.json").read_text())["message"]["op"] == "todo.clear"
+    assert outbox_message(short_dir, "k")["op"] == "todo.clear"
     sink2 = sink_factory(socket_path)
     assert le.flush(20)
     assert sink2.changes(1) == [("clear", "k")]
 
 
 def test_no_socket_keeps_todos_in_the_outbox_and_the_log(make_loose_ends, short_dir, caplog):
-    caplog.set_level(logging.INFO, logger="common.loose_ends")
+    caplog.set_level(logging.DEBUG, logger="common.loose_ends")
     le = make_loose_ends(None)
     assert le.upsert("t1", "done exit=0", "Read(x)")
     assert le.flush(5) is False  # answers at once: nothing can be delivered
-    assert outbox_files(short_dir) == ["t1.json"]
-    assert "no harness socket" in caplog.text and "bash/t1 done exit=0" in caplog.text
+    assert outbox_keys(short_dir) == ["t1"]
+    said_once = [r for r in caplog.records if r.levelno == logging.INFO and "no harness socket" in r.getMessage()]
+    assert len(said_once) == 1 and JOURNAL_NAME in said_once[0].getMessage()
+    assert any(r.levelno == logging.DEBUG and "bash/t1 done exit=0" in r.getMessage() for r in caplog.records)
 
 
 @pytest.mark.parametrize(
@@ -210,7 +236,7 @@ def test_bad_todos_are_refused_with_a_log_never_raised(make_loose_ends, short_di
     le = make_loose_ends(None)
     assert le.upsert(*args) is False
     assert rule in caplog.text
-    assert le.pending_keys() == [] and outbox_files(short_dir) == []
+    assert le.pending_keys() == [] and outbox_keys(short_dir) == []
     assert le.clear("../etc") is False
 
 
@@ -221,17 +247,38 @@ def test_summary_line_breaks_are_folded(make_loose_ends):
     assert (message["summary"], message["body"]) == ("two lines", "body\nstays")
 
 
-def test_unreadable_outbox_files_are_set_aside_and_the_rest_delivered(sink_factory, make_loose_ends, short_dir):
+def test_unreadable_outbox_lines_are_skipped_and_the_rest_delivered(sink_factory, make_loose_ends, short_dir, caplog):
     first = make_loose_ends(None)
     first.upsert("good", "kept", "")
+    first.upsert("lost", "its source does not match", "")
     first.close()
-    (outbox_dir(short_dir) / "broken.json").write_text("{not json")
-    (outbox_dir(short_dir) / ".good.abc.tmp").write_text("half a write")
+    journal = outbox_dir(short_dir) / JOURNAL_NAME
+    text = journal.read_text()
+    assert '"key": "lost", "source": "bash"' in text
+    text = text.replace('"key": "lost", "source": "bash"', '"key": "lost", "source": "other"')
+    journal.write_text(text + '["not", "an", "entry"]\n{"seq": 9, "key": "torn", "mess')  # a power cut mid-write
     sink = sink_factory()
     le = make_loose_ends(sink.socket_path)
     assert le.flush(20)
     assert sink.changes(1) == [("upsert", "good", "kept")]
-    assert outbox_files(short_dir) == ["broken.json.corrupt"]
+    assert outbox_keys(short_dir) == []
+    assert "line 3 is unreadable" in caplog.text and "line 4 is unreadable" in caplog.text
+    assert "the entry for 'lost' is unusable" in caplog.text
+
+
+def test_the_file_per_key_outbox_of_earlier_versions_is_folded_in(sink_factory, make_loose_ends, short_dir):
+    """An upgrade: `<key>.json` files (outbox version 1) are read once, delivered, and removed."""
+    directory = outbox_dir(short_dir)
+    directory.mkdir(parents=True, mode=0o700)
+    old = {"op": "todo.upsert", "source": "bash", "key": "old", "summary": "from the old outbox", "body": "", "data": None}
+    (directory / "old.json").write_text(json.dumps({"version": 1, "seq": 4, "message": old}))
+    (directory / "broken.json").write_text("{not json")
+    (directory / ".old.abc.tmp").write_text("half a write")
+    sink = sink_factory()
+    le = make_loose_ends(sink.socket_path)
+    assert le.upsert("new", "after the upgrade", "") and le.flush(20)
+    assert sink.changes(2) == [("upsert", "old", "from the old outbox"), ("upsert", "new", "after the upgrade")]
+    assert sorted(p.name for p in directory.iterdir()) == ["broken.json.corrupt", JOURNAL_NAME]
 
 
 def test_two_sources_share_a_state_dir_without_mixing(sink_factory, make_loose_ends, short_dir):

@@ -12,6 +12,7 @@ import subprocess
 
 import psutil
 
+from common.outbox import JOURNAL_NAME, read_journal
 from daemon_harness import wait_until
 from daemons_kit import BASH_DAEMON, task_processes
 from robust_kit import META, build_request, host_of, result_text
@@ -87,8 +88,8 @@ def test_harness_socket_gone_and_back_mid_run(bash_factory, sink_factory):
     wait_until(lambda: all(t["status"] == "done" for t in daemon.tasks() if t["id"] in during + [first["id"]]), 30,
                "the tasks to finish while the harness is away")
     assert daemon.call("status", id="during-0")["stdout"]["tail"] == "0\n", "status works without a harness"
-    outbox = daemon.state_dir / "loose-ends"
-    assert any(outbox.rglob("*.json")), "undelivered todos wait in the outbox"
+    journal = daemon.state_dir / "loose-ends" / "bash" / JOURNAL_NAME
+    assert read_journal(journal), "undelivered todos wait in the outbox"
 
     sink2 = sink_factory()  # the same socket path
     daemon.call("run", cmd="true", name="wake", wait_seconds=0)  # any new todo wakes the delivery at once
@@ -103,7 +104,7 @@ def test_harness_socket_gone_and_back_mid_run(bash_factory, sink_factory):
     for key in unseen:
         done = [e for e in sink2.upserts(key) if "status=done" in e["summary"]]
         assert len(done) == 1, sink2.upserts(key)
-    wait_until(lambda: not any((daemon.state_dir / "loose-ends").rglob("*.json")), 30, "the outbox to drain")
+    wait_until(lambda: not read_journal(journal), 30, "the outbox to drain")
 
 
 def test_output_flood_does_not_disturb_other_tasks(bash_factory):
