@@ -53,7 +53,7 @@ def daemon_main(**options: Any) -> None:
     from common.serve import serve_daemon
 
     from .engine import Engine
-    from .runner import become_subreaper
+    from .reaper import become_subreaper
     from .tools import build_registry
 
     settings = settings_from_options(BashSettings, options)

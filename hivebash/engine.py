@@ -36,7 +36,10 @@ from common.waiting import WAIT_CAP_SECONDS, Doorbell, WaitSlots, WaitWindow, ca
 from common.tools import never_gone
 
 from . import task as T
-from .runner import OrphanReaper, ProcInfo, TaskRunner, WorkerPool, find_processes, is_alive, stop_processes
+from .processes import ProcInfo, find_processes, is_alive, stop_processes
+from .reaper import OrphanReaper
+from .runner import TaskRunner
+from .workers import WorkerPool
 from .store import RecordWriter, Tail, TaskStore, record_of
 from .task import Rusage, Task, TaskResult
 

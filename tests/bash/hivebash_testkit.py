@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 
 from common.config import BashSettings
-from hivebash.runner import MARKER_ENV
+from hivebash.processes import MARKER_ENV
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent

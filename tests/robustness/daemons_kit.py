@@ -22,7 +22,7 @@ BIN = Path(sys.executable).parent
 CALL_TIMEOUT = 90.0
 BASH_DAEMON = BIN / "hive-bash-daemon"
 SINK = BIN / "hive-loose-ends"
-MARKER_ENV = "HIVE_BASH_TASK"  # hivebash.runner.MARKER_ENV: every process of a task carries it
+MARKER_ENV = "HIVE_BASH_TASK"  # hivebash.processes.MARKER_ENV: every process of a task carries it
 
 
 class Sink:

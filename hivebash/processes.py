@@ -1,0 +1,287 @@
+"""Which processes are a task's, and stopping them: identification by marker, group and tree; pidfd signals.
+
+Facts this module is built on (../shared/FACTS.md, "Processes"):
+- A grandchild that calls `setsid` leaves the group and `killpg` cannot reach it. The daemon is a child
+  subreaper (hivebash/reaper.py), so such orphans become *its* children, and every process of a task carries
+  the marker `HIVE_BASH_TASK=<id>:<nonce>` in its environment: a task's processes are the daemon's descendants
+  that carry its marker, those in its process group (while the leader is unreaped, so the group id is ours),
+  and their descendants (which covers a child that cleared its environment).
+- Signals to identified processes go through pidfds opened after checking the process's start time, so a
+  recycled pid can never receive a signal meant for a task.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import psutil
+
+MARKER_ENV = "HIVE_BASH_TASK"
+# After SIGKILL, how long to wait for the processes to be gone before recording the end anyway (a process
+# stuck in uninterruptible sleep must not hold the state back; the timeout promise is deadline+grace+100 ms).
+_AFTER_SIGKILL_WAIT = 0.05
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    """A live process identified as a task's: the pid plus its start time, which together name it."""
+
+    pid: int
+    create_time: float
+    marker: str
+
+
+def proc_facts(proc: psutil.Process) -> tuple[int, float, str | None, int | None, str] | None:
+    """(ppid, create_time, marker, pgid, status) of a process, or None if it is gone or unreadable."""
+    try:
+        with proc.oneshot():
+            status = proc.status()
+            ppid, created = proc.ppid(), proc.create_time()
+            marker = None if status == psutil.STATUS_ZOMBIE else proc.environ().get(MARKER_ENV)
+        pgid = os.getpgid(proc.pid)  # only compared with the group recorded at spawn
+    except (psutil.Error, OSError):
+        return None
+    return ppid, created, marker, pgid, status
+
+
+def find_processes(
+    markers: dict[str, int | None], descendants_only: bool, exclude: Iterable[int] = (),
+    leaders: dict[int, str] | None = None, fresh_after: float | None = None,
+) -> dict[str, list[ProcInfo]]:
+    """The live processes of each task, by marker. `markers` maps a marker to the task's process group id,
+    or None once that id can no longer be trusted (leader reaped). Zombies are dead: they are not listed.
+
+    `descendants_only` limits the search to this process's descendants, which, for a subreaper, is where
+    every process of its tasks is. There the tree does most of the work: a subtree under a task leader
+    (`leaders`: pid -> marker) is that task's, and only the roots of other subtrees (orphans re-parented to
+    us) have their environment read. Otherwise every process on the machine is read (after a restart, or
+    when the daemon could not become a subreaper). `fresh_after` (monotonic): a table of processes taken
+    after that moment may be shared with other callers (many tasks ending at once cost one scan); None
+    always reads afresh (a sweep that is about to signal).
+    """
+    skip = set(exclude)
+    if not descendants_only:
+        return _find_everywhere(markers, skip)
+    me = os.getpid()
+    leaders = leaders or {}
+    by_group = {pgid: m for m, pgid in markers.items() if pgid is not None}
+    facts, kids = process_table(fresh_after)
+    found: dict[str, list[ProcInfo]] = {m: [] for m in markers}
+
+    def claim(pid: int, marker: str) -> None:
+        stack = [pid]
+        while stack:
+            p = stack.pop()
+            _, created, status, _ = facts[p]
+            if status != psutil.STATUS_ZOMBIE and p not in skip:
+                found[marker].append(ProcInfo(p, created, marker))
+            stack.extend(kids.get(p, ()))
+
+    def visit(pid: int) -> None:
+        if pid in leaders:
+            if leaders[pid] in markers:
+                claim(pid, leaders[pid])
+            return  # another task's tree
+        _, _, status, proc = facts[pid]
+        marker, pgid = None, None
+        if status != psutil.STATUS_ZOMBIE:
+            try:
+                marker = proc.environ().get(MARKER_ENV)
+                pgid = os.getpgid(pid)  # compared with the group recorded at spawn only
+            except (psutil.Error, OSError):
+                pass
+        if marker in markers:
+            claim(pid, marker)
+        elif pgid in by_group:
+            claim(pid, by_group[pgid])
+        else:
+            for child in kids.get(pid, ()):
+                visit(child)
+
+    for root in kids.get(me, ()):
+        visit(root)
+    return found
+
+
+def orphan_children() -> list[int] | None:
+    """Pids of the processes re-parented to this subreaper, or None if the kernel does not say.
+
+    The kernel attaches orphans to the subreaper's main thread, while task leaders are children of the worker
+    threads that spawned them, so the main thread's `children` file lists exactly the orphans. psutil has no
+    per-thread view; this one small read spares a scan of every process on the machine at each task end
+    (it is the common case that there is none).
+    """
+    try:
+        with open(f"/proc/self/task/{os.getpid()}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        return None
+
+
+_table_lock = threading.Lock()
+_table: tuple[float, dict, dict] | None = None
+
+
+def process_table(fresh_after: float | None) -> tuple[dict[int, tuple[int, float, str, psutil.Process]], dict[int, list[int]]]:
+    """pid -> (ppid, create_time, status, Process) for every process, and ppid -> child pids: one read of
+    each /proc/<pid>/stat (psutil), shared by callers that can use a table taken after `fresh_after`."""
+    global _table
+    with _table_lock:
+        if fresh_after is not None and _table is not None and _table[0] >= fresh_after:
+            return _table[1], _table[2]
+        taken = time.monotonic()
+        facts: dict[int, tuple[int, float, str, psutil.Process]] = {}
+        kids: dict[int, list[int]] = {}
+        for proc in psutil.process_iter(["ppid", "create_time", "status"]):
+            info = proc.info
+            if info["ppid"] is None or info["create_time"] is None:
+                continue
+            facts[proc.pid] = (info["ppid"], info["create_time"], info["status"], proc)
+            kids.setdefault(info["ppid"], []).append(proc.pid)
+        _table = (taken, facts, kids)
+        return facts, kids
+
+
+def _find_everywhere(markers: dict[str, int | None], skip: set[int]) -> dict[str, list[ProcInfo]]:
+    """Every process on the machine, by marker or recorded group; descendants of those go with them."""
+    by_group = {pgid: m for m, pgid in markers.items() if pgid is not None}
+    facts = {}
+    for proc in psutil.process_iter():
+        if proc.pid != os.getpid():
+            f = proc_facts(proc)
+            if f is not None:
+                facts[proc.pid] = f
+    owner: dict[int, str] = {}
+    for pid, (_, _, marker, pgid, _) in facts.items():
+        if marker in markers:
+            owner[pid] = marker
+        elif pgid in by_group:
+            owner[pid] = by_group[pgid]
+    changed = True
+    while changed:  # descendants of an identified process are the same task's, whatever their environment
+        changed = False
+        for pid, (ppid, *_rest) in facts.items():
+            if pid not in owner and ppid in owner:
+                owner[pid] = owner[ppid]
+                changed = True
+    found: dict[str, list[ProcInfo]] = {m: [] for m in markers}
+    for pid, marker in owner.items():
+        _, created, _, _, status = facts[pid]
+        if pid not in skip and status != psutil.STATUS_ZOMBIE:
+            found[marker].append(ProcInfo(pid, created, marker))
+    return found
+
+
+class ProcSet:
+    """Identified processes held by pidfds: signal them and wait for them without any pid-reuse race."""
+
+    def __init__(self, procs: Iterable[ProcInfo]):
+        self.fds: dict[int, ProcInfo] = {}
+        for info in procs:
+            try:
+                fd = os.pidfd_open(info.pid)
+            except OSError:
+                continue  # already gone
+            try:
+                same = psutil.Process(info.pid).create_time() == info.create_time
+            except psutil.Error:
+                same = False
+            if same:
+                self.fds[fd] = info
+            else:
+                os.close(fd)
+
+    def __len__(self) -> int:
+        return len(self.fds)
+
+    def signal(self, signum: int) -> None:
+        for fd in list(self.fds):
+            try:
+                signal.pidfd_send_signal(fd, signum)
+            except ProcessLookupError:
+                pass
+
+    def wait(self, deadline: float, wake_fd: int | None = None) -> str:
+        """Wait until every process has exited ("gone"), the monotonic `deadline` passes ("deadline"), or
+        `wake_fd` becomes readable ("woken")."""
+        poller = select.poll()
+        for fd in self.fds:
+            poller.register(fd, select.POLLIN)
+        if wake_fd is not None:
+            poller.register(wake_fd, select.POLLIN)
+        pending = set(self.fds)
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "deadline"
+            for fd, _ in poller.poll(remaining * 1000):
+                if fd == wake_fd:
+                    return "woken"
+                pending.discard(fd)
+                poller.unregister(fd)
+        return "gone"
+
+    def alive(self) -> list[ProcInfo]:
+        gone = set()
+        poller = select.poll()
+        for fd in self.fds:
+            poller.register(fd, select.POLLIN)
+        for fd, _ in poller.poll(0):
+            gone.add(fd)
+        return [info for fd, info in self.fds.items() if fd not in gone]
+
+    def close(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+        self.fds.clear()
+
+
+def stop_processes(procs: Iterable[ProcInfo], force: bool, deadline: float, wake_fd: int | None = None,
+                   escalate: Callable[[], bool] | None = None) -> None:
+    """SIGTERM (or SIGKILL when `force`), wait until `deadline`, then SIGKILL whatever is left.
+
+    `wake_fd` readable and `escalate()` true (a forced kill arrived during the grace): SIGKILL at once.
+    """
+    held = ProcSet(procs)
+    try:
+        if not held:
+            return
+        if not force:
+            held.signal(signal.SIGTERM)
+            while True:
+                outcome = held.wait(deadline, wake_fd)
+                if outcome == "gone":
+                    return
+                if outcome == "deadline":
+                    break
+                drain_eventfd(wake_fd)
+                if escalate is not None and escalate():
+                    break
+        held.signal(signal.SIGKILL)
+        held.wait(time.monotonic() + _AFTER_SIGKILL_WAIT)
+    finally:
+        held.close()
+
+
+def drain_eventfd(fd: int | None) -> None:
+    if fd is None:
+        return
+    try:
+        os.eventfd_read(fd)
+    except BlockingIOError:
+        pass
+
+
+def is_alive(info: ProcInfo) -> bool:
+    """True if the process named by (pid, start time) still runs (a zombie does not)."""
+    try:
+        proc = psutil.Process(info.pid)
+        return proc.create_time() == info.create_time and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
