@@ -124,13 +124,15 @@ def _rule(error: jsonschema.ValidationError) -> str:
     return error.message
 
 
-def validate_arguments(schema: dict[str, Any], arguments: Any) -> dict[str, Any]:
-    """Return `arguments` if they satisfy `schema`; raise ToolArgumentsError naming every bad field."""
+def validate_arguments(schema: dict[str, Any] | Any, arguments: Any) -> dict[str, Any]:
+    """Return `arguments` if they satisfy `schema` (a JSON schema, or an ArgumentValidator built from one);
+    raise ToolArgumentsError naming every bad field."""
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
         raise ToolArgumentsError("arguments: must be an object")
-    errors = sorted(ArgumentValidator(schema).iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    validator = ArgumentValidator(schema) if isinstance(schema, dict) else schema
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
     if errors:
         raise ToolArgumentsError("; ".join(f"{_field_path(e)}: {_rule(e)}" for e in errors))
     return arguments
@@ -141,6 +143,9 @@ class ToolRegistry:
 
     def __init__(self, tools: list[Tool] | tuple[Tool, ...] = ()):
         self._tools: dict[str, Tool] = {}
+        # One validator a tool, built at registration: building one (a referencing registry and resolver) was
+        # ~10% of the Python time of a tools/call (py-spy, scripts/bench.py throughput).
+        self._validators: dict[str, Any] = {}
         for tool in tools:
             self.add(tool)
 
@@ -149,6 +154,7 @@ class ToolRegistry:
             raise ValueError(f"tool {tool.name!r} declared twice")
         Draft202012Validator.check_schema(tool.input_schema)
         self._tools[tool.name] = tool
+        self._validators[tool.name] = ArgumentValidator(tool.input_schema)
 
     def listing(self) -> list[dict[str, Any]]:
         return [t.listing() for t in self._tools.values()]
@@ -162,7 +168,7 @@ class ToolRegistry:
         tool = self._tools.get(name)
         if tool is None:
             raise UnknownTool(name)
-        args = validate_arguments(tool.input_schema, arguments)
+        args = validate_arguments(self._validators[name], arguments)
         try:
             return tool.handler(args, ctx or CallContext())
         except ToolError as exc:

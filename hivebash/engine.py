@@ -38,7 +38,7 @@ from common.tools import never_gone
 from . import task as T
 from .processes import ProcInfo, find_processes, is_alive, stop_processes
 from .reaper import OrphanReaper
-from .runner import TaskRunner
+from .runner import Launcher, TaskRunner
 from .workers import WorkerPool
 from .store import RecordWriter, Tail, TaskStore, record_of
 from .task import Rusage, Task, TaskResult
@@ -155,9 +155,10 @@ class Engine:
         self.todos = todos or NoTodos()
         self.subreaper = subreaper
         self.wait_cap = wait_cap
-        self.env = env
         self.clock = clock
         self.reaper = OrphanReaper()
+        self.launcher = Launcher(env)
+        self.default_cwd = os.getcwd()  # a task's cwd when none is given: the daemon's, which never changes
         self.workers = WorkerPool("bash-worker")
         self.slots = WaitSlots(settings.max_inline_waits)
         self._cond = threading.Condition(threading.Lock())
@@ -255,7 +256,8 @@ class Engine:
         `client_gone()` says whether the caller hung up during the wait (then the result becomes a todo)."""
         cmd, timeout_secs, cwd_path, window = self._check_run_args(cmd, timeout_secs, wait_seconds, cwd)
         # Random bytes come from a syscall, which gives up the GIL: not under the lock (see the module doc).
-        nonce, candidate = secrets.token_hex(8), secrets.token_hex(4)
+        random = secrets.token_hex(12)
+        nonce, candidate = random[:16], random[16:]
         with self._cond:
             if self._closing:
                 raise EngineError("the daemon is shutting down: no new tasks")
@@ -264,14 +266,17 @@ class Engine:
             task = Task(id=task_id, cmd=cmd, cwd=cwd_path, marker=f"{task_id}:{nonce}",
                         seq=self._seq, submitted_at=time.time(), timeout_secs=timeout_secs)
             self._reserved[task_id] = task  # the id is taken; no worker can see the task yet
+        outputs: tuple[int, int] | None = None
         try:
             # Files and the pending record are written outside the lock (status/kill/list never wait on this
             # fsync) but before the task is queued, so no later record of it can be overtaken by this one.
             # Owning the id first waits for a write of a finished task of that name still in progress.
             self.records.own(task_id, task)
-            self.store.prepare(task_id)
+            outputs = self.store.prepare(task_id)
             self.records.save_now(task_id, task, record_of(task))
         except BaseException as exc:
+            for fd in outputs or ():
+                os.close(fd)
             self.records.own(task_id, None)
             with self._cond:
                 del self._reserved[task_id]
@@ -290,6 +295,7 @@ class Engine:
             starting = self._start_queued()
             if window.seconds <= 0:
                 self._upsert_running(task)
+        self._hand_outputs(task, outputs, starting)
         self._start_runners(starting)
         if window.seconds <= 0:
             return Outcome(self._view(task_id), window, 0.0)
@@ -312,7 +318,7 @@ class Engine:
                                          or not wait_seconds >= 0):
             raise EngineError("wait_seconds: must be a number >= 0")
         if cwd is None:
-            cwd_path = os.getcwd()
+            cwd_path = self.default_cwd
         else:
             if not isinstance(cwd, str) or not cwd or "\x00" in cwd:
                 raise EngineError("cwd: must be a path to an existing directory")
@@ -358,21 +364,32 @@ class Engine:
         runners = []
         while self._queue and len(self._starting_or_running) < self.settings.max_running and not self._closing:
             task = self._tasks[self._queue.popleft()]
-            runner = TaskRunner(task, self.store, self.reaper, self, self.settings.kill_grace, self.subreaper, self.env,
-                                self.workers)
+            runner = TaskRunner(task, self.store, self.reaper, self, self.settings.kill_grace, self.subreaper,
+                                self.launcher, self.workers)
             self._runners[task.id] = runner
             self._starting_or_running.add(task.id)
             runners.append(runner)
         return runners
 
     @staticmethod
+    def _hand_outputs(task: Task, outputs: tuple[int, int], starting: list[TaskRunner]) -> None:
+        """The output files `run` just created go to the task's worker if it starts now (it would open them
+        again), else they are closed (a queued task's worker opens them when it starts)."""
+        mine = next((r for r in starting if r.task is task), None)
+        if mine is not None:
+            mine.outputs = outputs
+        else:
+            for fd in outputs:
+                os.close(fd)
+
+    @staticmethod
     def _start_runners(runners: list[TaskRunner]) -> None:
         for runner in runners:
             runner.start()
 
-    def on_spawned(self, task: Task, pid: int, create_time: float, started_mono: float) -> None:
+    def on_spawned(self, task: Task, pid: int, started_mono: float) -> None:
         with self._cond:
-            task.pid, task.pid_create_time = pid, create_time
+            task.pid = pid
             task.started_mono, task.started_at = started_mono, time.time()
             T.transition(task, T.RUNNING)
             self._cond.notify_all()

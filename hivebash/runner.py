@@ -14,17 +14,17 @@ Facts this module is built on (../shared/FACTS.md, "Processes"):
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import resource
 import select
+import shutil
 import signal
 import subprocess
 import threading
 import time
 from typing import Protocol
-
-import psutil
 
 from .processes import MARKER_ENV, ProcInfo, ProcSet, drain_eventfd, find_processes, is_alive, orphan_children, stop_processes
 from .reaper import OrphanReaper
@@ -47,7 +47,7 @@ RUNNING_RECORD_DELAY = 0.05
 class RunnerHooks(Protocol):
     """What the engine does at each step of a task's life (it holds its lock, transitions, persists)."""
 
-    def on_spawned(self, task: Task, pid: int, create_time: float, started_mono: float) -> None: ...
+    def on_spawned(self, task: Task, pid: int, started_mono: float) -> None: ...
 
     def on_still_running(self, task: Task) -> None: ...
 
@@ -62,25 +62,55 @@ class RunnerHooks(Protocol):
     def on_leftovers(self, task: Task, procs: list[ProcInfo]) -> None: ...
 
 
+class Launcher:
+    """What every spawn shares, prepared once: the base environment, /dev/null, and bash resolved per PATH.
+
+    Each of these was a cost on every task's path: copying os.environ (~25 us), opening and closing /dev/null,
+    and Popen's search of PATH for `bash` (about eight failed execve in the child). Under load every syscall
+    of the daemon hands the GIL to another thread and waits to get it back (scripts/bench.py throughput).
+    The environment is the daemon's as it was when the engine started (`env` None), or `env`.
+    """
+
+    def __init__(self, env: dict[str, str] | None = None):
+        base = dict(os.environ if env is None else env)
+        base.pop(MARKER_ENV, None)
+        self.base_env = base
+        self.devnull = _devnull()
+        # Popen searches the *child's* PATH for a bare name: resolve it the same way, once.
+        self.bash = shutil.which("bash", path=base.get("PATH", os.defpath)) or "bash"
+
+    def environment(self, marker: str) -> dict[str, str]:
+        env = dict(self.base_env)
+        env[MARKER_ENV] = marker
+        return env
+
+
+@functools.cache
+def _devnull() -> int:
+    """/dev/null for every task's stdin, opened once per process and never closed: closing it while a spawn
+    could still use its number would hand a recycled descriptor to a child as its stdin."""
+    return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+
+
 class TaskRunner:
     """Runs one task from spawn to reaped, in its own thread. The engine asks for kills by setting
     `task.kill_signal`, signalling the group itself, and calling `poke()` so the worker re-evaluates."""
 
     def __init__(self, task: Task, store: TaskStore, reaper: OrphanReaper, hooks: RunnerHooks,
-                 kill_grace: float, subreaper: bool, env: dict[str, str] | None = None, pool: WorkerPool | None = None):
+                 kill_grace: float, subreaper: bool, launcher: Launcher, pool: WorkerPool | None = None):
         self.task = task
         self.store = store
         self.reaper = reaper
         self.hooks = hooks
         self.kill_grace = kill_grace
         self.subreaper = subreaper
-        # None: the daemon's environment, copied at spawn, not here (runners are made under the engine's lock,
-        # and copying os.environ takes ~25 us).
-        self.base_env = env
+        self.launcher = launcher
         self.daemon_peak_rss = 0
-        # An eventfd the engine writes to (kill asked) and the worker polls beside the leader's pidfd. Made by
-        # `start`, outside the engine's lock (which builds runners): a syscall there gives up the GIL while
-        # holding that lock. A poke before then is kept in `_poked`.
+        # The task's output files, when whoever queued it already has them open (Engine.run): the worker then
+        # does not open them again. It closes them after the spawn.
+        self.outputs: tuple[int, int] | None = None
+        # An eventfd the engine writes to (kill asked) and the worker polls beside the leader's pidfd: the pooled
+        # thread's own (workers.WorkerPool), known once the worker runs. A poke before then is kept in `_poked`.
         self._wake: int | None = None
         self._poked = False
         self._wake_lock = threading.Lock()
@@ -89,15 +119,17 @@ class TaskRunner:
 
     def start(self) -> None:
         """Called once, by whoever took the task from the queue, after it released the engine's lock."""
-        wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        with self._wake_lock:
-            self._wake = wake
-            if self._poked:
-                os.eventfd_write(wake, 1)
         if self.pool is not None:
             self.pool.submit(self._main)
         else:
-            threading.Thread(target=self._main, name=f"task-{self.task.id}", daemon=True).start()
+            threading.Thread(target=self._run_alone, name=f"task-{self.task.id}", daemon=True).start()
+
+    def _run_alone(self) -> None:
+        wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        try:
+            self._main(wake)
+        finally:
+            os.close(wake)
 
     def join(self, timeout: float) -> bool:
         """Wait until the worker has finished (a runner not started yet is waited for too); True if it has."""
@@ -111,9 +143,13 @@ class TaskRunner:
             else:
                 self._poked = True
 
-    def _main(self) -> None:
+    def _main(self, wake: int) -> None:
         thread = threading.current_thread()
         pooled_name, thread.name = thread.name, f"task-{self.task.id}"  # for the log and py-spy
+        with self._wake_lock:
+            self._wake = wake
+            if self._poked:
+                os.eventfd_write(wake, 1)
         try:
             proc = self._spawn()
             if proc is not None:
@@ -123,17 +159,20 @@ class TaskRunner:
             self.hooks.on_spawn_failed(self.task, "internal error in the worker (see the daemon log)")
         finally:
             with self._wake_lock:
-                os.close(self._wake)
                 self._wake = None
+                drain_eventfd(wake)  # the thread's next task starts with it empty
+            for fd in self.outputs or ():  # handed over but never spawned (an internal error before it)
+                os.close(fd)
+            self.outputs = None
             thread.name = pooled_name
             self._done.set()
 
     def _spawn(self) -> subprocess.Popen | None:
-        task = self.task
-        env = {k: v for k, v in (os.environ if self.base_env is None else self.base_env).items() if k != MARKER_ENV}
-        env[MARKER_ENV] = task.marker
+        task, launcher = self.task, self.launcher
+        env = launcher.environment(task.marker)
         try:
-            out, err = self.store.open_outputs(task.id)
+            out, err = self.outputs or self.store.open_outputs(task.id)
+            self.outputs = None
         except OSError as exc:
             self.hooks.on_spawn_failed(task, f"cannot open the output files: {exc}")
             return None
@@ -143,8 +182,8 @@ class TaskRunner:
             proc = None
             try:
                 proc = subprocess.Popen(
-                    ["bash", "-c", task.cmd], stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                    cwd=task.cwd, env=env, start_new_session=True, close_fds=True,
+                    ["bash", "-c", task.cmd], executable=launcher.bash, stdin=launcher.devnull, stdout=out,
+                    stderr=err, cwd=task.cwd, env=env, start_new_session=True, close_fds=True,
                 )
             finally:
                 self.reaper.end_spawn(proc.pid if proc is not None else None, task.marker)
@@ -155,11 +194,9 @@ class TaskRunner:
         finally:
             os.close(out)
             os.close(err)
-        try:
-            created = psutil.Process(proc.pid).create_time()
-        except psutil.Error:
-            created = 0.0  # already a reaped... impossible while unreaped; zombie still has a start time
-        self.hooks.on_spawned(task, proc.pid, created, started)
+        # The leader stays our unreaped child until `_supervise` has swept its group, so its pid names it:
+        # no start time is read (that was a psutil read of /proc/<pid>/stat and /proc/stat on every task).
+        self.hooks.on_spawned(task, proc.pid, started)
         return proc
 
     def _supervise(self, proc: subprocess.Popen) -> None:
@@ -169,7 +206,8 @@ class TaskRunner:
             exited_at = self._wait_leader(pidfd)
         finally:
             os.close(pidfd)
-        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # it has exited: returns at once, reaps nothing
+        # A readable pidfd means the leader has exited; it stays an unreaped zombie (its group id ours) until
+        # the wait4 below, after the sweep.
         self.hooks.on_leader_exited(task)
         stopping = bool(task.kill_signal or task.timed_out)
         leftovers = self._sweep(exited_at) if stopping else []

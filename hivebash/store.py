@@ -111,8 +111,9 @@ class TaskStore:
         check_name(task_id, "id")
         return self.dir / f"{task_id}.{kind}"
 
-    def prepare(self, task_id: str) -> None:
-        """Make fresh, empty output files for a new task, replacing a finished task's files of that name.
+    def prepare(self, task_id: str) -> tuple[int, int]:
+        """Make fresh, empty output files for a new task, replacing a finished task's files of that name;
+        return them open for appending (stdout, stderr), as `open_outputs` would: the caller closes them.
 
         Unlink first, then create: a leftover process of the old task keeps writing into the old (now
         nameless) file instead of into the new task's output. A fresh id has no files, so the exclusive
@@ -122,15 +123,22 @@ class TaskStore:
         """
         check_name(task_id, "id")
         base = f"{self.dir}/{task_id}"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
-        for kind in ("out", "err"):
-            try:
-                fd = os.open(f"{base}.{kind}", flags, FILE_MODE)
-            except FileExistsError:  # a reused name (or files whose record was unreadable): replace them all
-                for old in ("out", "err", "json"):
-                    _unlink_missing_ok(f"{base}.{old}")
-                fd = os.open(f"{base}.{kind}", flags, FILE_MODE)
-            os.close(fd)
+        try:
+            return self._create_outputs(base)
+        except FileExistsError:  # a reused name (or files whose record was unreadable): replace them all
+            for old in ("out", "err", "json"):
+                _unlink_missing_ok(f"{base}.{old}")
+            return self._create_outputs(base)
+
+    @staticmethod
+    def _create_outputs(base: str) -> tuple[int, int]:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+        out = os.open(f"{base}.out", flags, FILE_MODE)
+        try:
+            return out, os.open(f"{base}.err", flags, FILE_MODE)
+        except BaseException:
+            os.close(out)
+            raise
 
     def open_outputs(self, task_id: str) -> tuple[int, int]:
         """File descriptors for the task's stdout and stderr (append: both may be shared with its children).

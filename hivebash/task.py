@@ -88,7 +88,6 @@ class Task:
     timeout_secs: float | None = None
     state: str = PENDING
     pid: int | None = None  # the leader (bash); also the process group and session id
-    pid_create_time: float | None = None  # psutil's create_time of the leader: identity beyond the pid
     started_at: float | None = None  # wall clock
     result: TaskResult | None = None
     kill_signal: str | None = None  # set when a kill was asked while running: the end counts as killed

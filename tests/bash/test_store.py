@@ -16,7 +16,8 @@ def make(task_id="a", seq=1):
 
 def test_dirs_0700_files_0600_and_atomic_records(tmp_path):
     store = TaskStore(tmp_path / "state")
-    store.prepare("a")
+    for fd in store.prepare("a"):
+        os.close(fd)
     store.save(make())
     assert stat.S_IMODE(os.stat(store.dir).st_mode) == 0o700
     for kind in ("out", "err", "json"):
@@ -46,13 +47,18 @@ def test_ids_are_checked_before_touching_paths(tmp_path):
 
 def test_prepare_replaces_old_files_and_old_writers_keep_their_own_file(tmp_path):
     store = TaskStore(tmp_path)
-    store.prepare("a")
-    out, err = store.open_outputs("a")
+    out, err = store.prepare("a")
     os.write(out, b"old run\n")
-    store.prepare("a")  # name reused
+    again = store.open_outputs("a")
+    os.write(again[1], b"old error\n")
+    new_out, new_err = store.prepare("a")  # name reused
     os.write(out, b"still the old file\n")
-    os.close(out), os.close(err)
-    assert store.path("a", "out").read_bytes() == b""
+    os.write(again[0], b"so is this\n")
+    os.write(new_out, b"new run\n")
+    for fd in (out, err, *again, new_out, new_err):
+        os.close(fd)
+    assert store.path("a", "out").read_bytes() == b"new run\n"
+    assert store.path("a", "err").read_bytes() == b""
 
 
 def test_tail_of_huge_sparse_file_reads_only_the_end(tmp_path):
