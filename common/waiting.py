@@ -101,10 +101,14 @@ class Doorbell:
         except (BlockingIOError, OSError):
             pass  # the counter is full (it is still rung) or the bell is closed (nobody listens any more)
 
-    def wait(self, timeout: float | None) -> bool:
-        """Wait until rung or `timeout` seconds pass; True if it was rung. Consumes every ring so far."""
-        ready, _, _ = select.select([self._fd], [], [], timeout)
-        if not ready:
+    def wait(self, timeout: float | None, also: list[int] | tuple[int, ...] = ()) -> bool:
+        """Wait until rung, one of the descriptors `also` is readable, or `timeout` seconds pass; True if it
+        was rung. Consumes every ring so far."""
+        poller = select.poll()
+        for fd in (self._fd, *also):
+            poller.register(fd, select.POLLIN)
+        ready = {fd for fd, _ in poller.poll(None if timeout is None else max(0.0, timeout) * 1000)}
+        if self._fd not in ready:
             return False
         try:
             os.eventfd_read(self._fd)

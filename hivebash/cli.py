@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import resource
-import signal
 import sys
 import time
 from importlib import metadata
@@ -68,8 +67,6 @@ def daemon_main(**options: Any) -> None:
         engine.start()
     except OSError as exc:  # e.g. the path runs through a regular file, or a read-only mount
         raise click.ClickException(f"--state-dir {settings.state_dir}: cannot be used: {exc.strerror or exc}") from None
-    # A re-parented orphan died: let the housekeeper reap it (by pid, if it is one we identified).
-    signal.signal(signal.SIGCHLD, lambda signum, frame: engine.wake_housekeeping())
     app = McpApp(build_registry(engine), "bash", _version(), settings)
     try:
         serve_daemon(app, settings, on_stop=engine.shutdown)

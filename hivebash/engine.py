@@ -156,7 +156,8 @@ class Engine:
         self.subreaper = subreaper
         self.wait_cap = wait_cap
         self.clock = clock
-        self.reaper = OrphanReaper()
+        self._wake = Doorbell()  # rung by task ends and new orphan watches; must take no lock
+        self.reaper = OrphanReaper(on_watch=self._wake.ring)
         self.launcher = Launcher(env)
         self.default_cwd = os.getcwd()  # a task's cwd when none is given: the daemon's, which never changes
         self.workers = WorkerPool("bash-worker")
@@ -182,7 +183,6 @@ class Engine:
         # its outbox to disk: status/kill must never wait on that).
         self._todo_ops: collections.deque[tuple[str, tuple]] = collections.deque()
         self._todo_lock = threading.Lock()
-        self._wake = Doorbell()  # rung by task ends and by the SIGCHLD handler: must take no lock
         self._housekeeper: threading.Thread | None = None
 
     # ----- life cycle -------------------------------------------------------------------------------
@@ -752,11 +752,12 @@ class Engine:
             return {t.marker for t in self._tasks.values()}
 
     def _housekeeping(self) -> None:
-        """Retention and orphan reaping, woken at each task end and by SIGCHLD; a full pass (age-based
-        retention, learning re-parented orphans) at least every HOUSEKEEPING_INTERVAL."""
+        """Retention and orphan reaping, woken at task ends (when there is something to do) and by the death of
+        a known orphan (its pidfd); a full pass (age-based retention, learning re-parented orphans) at least
+        every HOUSEKEEPING_INTERVAL."""
         last_full = time.monotonic()
         while not self._closing:
-            self._wake.wait(HOUSEKEEPING_INTERVAL)
+            self._wake.wait(HOUSEKEEPING_INTERVAL, also=self.reaper.watched())
             full = time.monotonic() - last_full >= HOUSEKEEPING_INTERVAL
             try:
                 if self.subreaper and (full or self.reaper.has_known()):
@@ -766,13 +767,6 @@ class Engine:
                 log.exception("housekeeping failed")
             if full:
                 last_full = time.monotonic()
-
-    def wake_housekeeping(self) -> None:
-        """For the daemon's SIGCHLD handler: an orphan may be waiting to be reaped. Only an orphan identified
-        while alive is ever reaped, so with none known there is nothing to wake for (every task's exit sends
-        a SIGCHLD); unknown orphans are learnt by the full pass. Takes no lock (a signal handler)."""
-        if self.reaper.knows_any:
-            self._wake.ring()
 
     def _prune(self, by_age: bool = True) -> None:
         """Retention: finished tasks beyond keep_tasks, or older than keep_days, go oldest first, files too.

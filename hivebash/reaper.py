@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import select
 import threading
 from typing import Callable, Iterable
 
@@ -50,14 +51,21 @@ class OrphanReaper:
     Spawns run side by side: one lock held across `Popen` serialised them, and a `Popen` waiting for the GIL
     after its exec then held up every other spawn and every worker's `drop_leader` (scripts/bench.py,
     throughput with 8 clients: waits of ~20 ms each on that lock).
+
+    Each known orphan is watched through a pidfd (`watched`), which becomes readable when it dies: the
+    housekeeper polls them, so no SIGCHLD handler is needed. That handler ran in the main (serving) thread at
+    every task's exit only to find, almost always, that no orphan was known. `on_watch` is called (no lock
+    held) when a pidfd is added, so a poll that is under way can start again with it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_watch: Callable[[], None] = lambda: None) -> None:
         self._cond = threading.Condition(threading.Lock())  # guards everything below
         self._spawning = 0  # Popen calls between fork and end_spawn
         self._reaping = False  # a reap waits for the spawns in flight; new ones wait for it
         self._leaders: dict[int, str] = {}  # pid -> marker of every unreaped task leader
-        self._known: dict[int, float] = {}
+        self._known: dict[int, float] = {}  # pid -> start time of every identified orphan (or future orphan)
+        self._watch: dict[int, int] = {}  # pid -> pidfd, for the pids in _known; closed only by `reap`
+        self._on_watch = on_watch
 
     def begin_spawn(self) -> None:
         """Before a `Popen` of a task leader; `end_spawn` must follow, whatever happens."""
@@ -86,9 +94,25 @@ class OrphanReaper:
 
     def remember(self, procs: Iterable[ProcInfo]) -> None:
         with self._cond:
-            for info in procs:
-                if info.pid not in self._leaders:
-                    self._known[info.pid] = info.create_time
+            added = sum(self._learn(info.pid, info.create_time) for info in procs if info.pid not in self._leaders)
+        if added:
+            self._on_watch()
+
+    def _learn(self, pid: int, created: float) -> bool:
+        """Know `pid` and watch it (lock held); True if a pidfd was added."""
+        self._known[pid] = created
+        if pid in self._watch:
+            return False
+        try:
+            self._watch[pid] = os.pidfd_open(pid)
+        except OSError:
+            return False  # already reaped (not ours): the next reap forgets it
+        return True
+
+    def watched(self) -> list[int]:
+        """The pidfds of the known orphans, to poll for their deaths."""
+        with self._cond:
+            return list(self._watch.values())
 
     def has_known(self) -> bool:
         with self._cond:
@@ -96,7 +120,7 @@ class OrphanReaper:
 
     @property
     def knows_any(self) -> bool:
-        """`has_known` without the lock, for a signal handler and hot paths: a hint (one atomic read)."""
+        """`has_known` without the lock, for hot paths: a hint (one atomic read)."""
         return bool(self._known)
 
     def reap(self, our_markers: Callable[[], set[str]] | None = None) -> int:
@@ -138,11 +162,25 @@ class OrphanReaper:
                 if self._known.get(pid) == created:
                     reaped += self._waitpid(pid)
             elif marker in markers:
-                self._known[pid] = created
+                self._learn(pid, created)
         live = {c.pid for c in children}
         for pid in [p for p in self._known if p not in live and not psutil.pid_exists(p)]:
             del self._known[pid]  # gone (reaped by its worker, or it was not our child)
+        self._unwatch_the_dead()
         return reaped
+
+    def _unwatch_the_dead(self) -> None:
+        """Close the pidfds of pids no longer known, and forget known pids whose pidfd says they died: reaped
+        just now, or not our child (its own parent reaped it). A dead pidfd left in the set would keep the
+        housekeeper's poll returning at once."""
+        poller = select.poll()
+        for fd in self._watch.values():
+            poller.register(fd, select.POLLIN)
+        dead = {fd for fd, _ in poller.poll(0)}
+        for pid, fd in list(self._watch.items()):
+            if pid not in self._known or fd in dead:
+                self._known.pop(pid, None)
+                os.close(self._watch.pop(pid))
 
     def _waitpid(self, pid: int) -> int:
         try:
