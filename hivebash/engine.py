@@ -22,6 +22,7 @@ import collections
 import copy
 import logging
 import os
+import random
 import secrets
 import signal
 import threading
@@ -160,6 +161,10 @@ class Engine:
         self.reaper = OrphanReaper(on_watch=self._wake.ring)
         self.launcher = Launcher(env)
         self.default_cwd = os.getcwd()  # a task's cwd when none is given: the daemon's, which never changes
+        # Ids and marker nonces need to be unique, not secret (a marker only names a task's processes to this
+        # daemon). A generator seeded once from the OS makes them without a syscall: getrandom gave up the GIL
+        # on every run() (scripts/bench.py throughput).
+        self._ids = random.Random(secrets.randbits(128))
         self.workers = WorkerPool("bash-worker")
         self.slots = WaitSlots(settings.max_inline_waits)
         self._cond = threading.Condition(threading.Lock())
@@ -256,8 +261,7 @@ class Engine:
         `client_gone()` says whether the caller hung up during the wait (then the result becomes a todo)."""
         cmd, timeout_secs, cwd_path, window = self._check_run_args(cmd, timeout_secs, wait_seconds, cwd)
         # Random bytes come from a syscall, which gives up the GIL: not under the lock (see the module doc).
-        random = secrets.token_hex(12)
-        nonce, candidate = random[:16], random[16:]
+        nonce, candidate = f"{self._ids.getrandbits(64):016x}", f"{self._ids.getrandbits(32):08x}"
         with self._cond:
             if self._closing:
                 raise EngineError("the daemon is shutting down: no new tasks")
@@ -333,7 +337,7 @@ class Engine:
         if name is None:
             task_id = candidate
             while task_id in self._tasks or task_id in self._reserved:
-                task_id = secrets.token_hex(4)
+                task_id = f"{self._ids.getrandbits(32):08x}"
             return task_id
         try:
             check_name(name, "name")

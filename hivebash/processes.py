@@ -109,14 +109,37 @@ def find_processes(
     return found
 
 
-def orphan_children() -> list[int] | None:
+_orphans_lock = threading.Lock()
+_orphans_seen: tuple[float, list[int] | None] = (float("-inf"), None)
+
+
+def orphan_children(fresh_after: float | None = None) -> list[int] | None:
     """Pids of the processes re-parented to this subreaper, or None if the kernel does not say.
 
     The kernel attaches orphans to the subreaper's main thread, while task leaders are children of the worker
     threads that spawned them, so the main thread's `children` file lists exactly the orphans. psutil has no
     per-thread view; this one small read spares a scan of every process on the machine at each task end
     (it is the common case that there is none).
+
+    `fresh_after` (monotonic): a reading taken after that moment may be shared. A task's worker passes the
+    moment it saw the leader exit: the leader's children were re-parented before that (the kernel does it
+    while the leader exits), so any later reading lists them. Under load most task ends then share one read.
     """
+    global _orphans_seen
+    if fresh_after is not None:
+        with _orphans_lock:
+            taken, pids = _orphans_seen
+        if taken >= fresh_after:
+            return pids
+    taken = time.monotonic()
+    pids = _read_orphans()
+    with _orphans_lock:
+        if taken > _orphans_seen[0]:
+            _orphans_seen = (taken, pids)
+    return pids
+
+
+def _read_orphans() -> list[int] | None:
     try:
         fd = os.open(f"/proc/self/task/{os.getpid()}/children", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:

@@ -217,7 +217,7 @@ class TaskRunner:
         peak = usage.ru_maxrss * 1024
         rusage = Rusage(usage.ru_utime, usage.ru_stime, peak, max_rss_exact=peak > self.daemon_peak_rss)
         self.hooks.on_ended(task, status, rusage, exited_at - (task.started_mono or exited_at), leftovers)
-        if not stopping and not getattr(self.hooks, "closing", False) and not (self.subreaper and orphan_children() == []):
+        if not stopping and not getattr(self.hooks, "closing", False) and not (self.subreaper and orphan_children(exited_at) == []):
             # A natural exit: background processes may live on, and are only reported (kill stops them), so
             # the search runs after the result is out, on a process table possibly shared with other tasks.
             # As a subreaper with no orphan at all, there is nothing to search: anything of the task that
