@@ -13,6 +13,8 @@ import jsonschema
 from jsonschema import Draft202012Validator
 from jsonschema.validators import extend
 
+from common.quick_check import compile_quick_check
+
 log = logging.getLogger(__name__)
 
 
@@ -144,8 +146,10 @@ class ToolRegistry:
     def __init__(self, tools: list[Tool] | tuple[Tool, ...] = ()):
         self._tools: dict[str, Tool] = {}
         # One validator a tool, built at registration: building one (a referencing registry and resolver) was
-        # ~10% of the Python time of a tools/call (py-spy, scripts/bench.py throughput).
+        # ~10% of the Python time of a tools/call (py-spy, scripts/bench.py throughput). Most calls are
+        # answered by the quick check alone (common/quick_check.py); jsonschema judges the rest.
         self._validators: dict[str, Any] = {}
+        self._quick: dict[str, Callable[[dict], bool] | None] = {}
         for tool in tools:
             self.add(tool)
 
@@ -155,6 +159,7 @@ class ToolRegistry:
         Draft202012Validator.check_schema(tool.input_schema)
         self._tools[tool.name] = tool
         self._validators[tool.name] = ArgumentValidator(tool.input_schema)
+        self._quick[tool.name] = compile_quick_check(tool.input_schema)
 
     def listing(self) -> list[dict[str, Any]]:
         return [t.listing() for t in self._tools.values()]
@@ -168,7 +173,11 @@ class ToolRegistry:
         tool = self._tools.get(name)
         if tool is None:
             raise UnknownTool(name)
-        args = validate_arguments(self._validators[name], arguments)
+        quick = self._quick[name]
+        if quick is not None and isinstance(arguments, dict) and quick(arguments):
+            args = arguments
+        else:
+            args = validate_arguments(self._validators[name], arguments)
         try:
             return tool.handler(args, ctx or CallContext())
         except ToolError as exc:

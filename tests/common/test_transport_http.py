@@ -87,6 +87,27 @@ def test_header_body_mismatch_is_32020(echo_daemon):
     assert resp.status == 400 and body["error"]["code"] == -32020
 
 
+def test_a_routing_header_sent_twice_is_refused(echo_daemon):
+    """The server folds repeated header lines into one value ("a, b"): never the value of the body, so a
+    duplicated Mcp-Method or Mcp-Name is refused by the header/body comparison, whatever the copies say."""
+    parts = urlsplit(echo_daemon.url)
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "echo", "arguments": {"text": "x"}, "_meta": META}}).encode()
+    for name, value in (("Mcp-Method", "tools/call"), ("Mcp-Name", "echo")):
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+        conn.putrequest("POST", parts.path)
+        headers = [("Content-Type", "application/json"), ("Accept", "application/json"),
+                   ("MCP-Protocol-Version", MODERN), ("Mcp-Method", "tools/call"), ("Mcp-Name", "echo"),
+                   (name, value), ("Content-Length", str(len(body)))]
+        for key, val in headers:
+            conn.putheader(key, val)
+        conn.endheaders(body)
+        resp = conn.getresponse()
+        answer = json.loads(resp.read())
+        conn.close()
+        assert resp.status == 400 and answer["error"]["code"] == -32020, (name, answer)
+
+
 def test_unsupported_modern_version_is_32022_with_data(echo_daemon):
     meta = {"io.modelcontextprotocol/protocolVersion": "2099-01-01", "io.modelcontextprotocol/clientCapabilities": {}}
     resp, body = post(echo_daemon.url, {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}},

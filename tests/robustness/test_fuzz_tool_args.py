@@ -64,3 +64,55 @@ def test_argument_free_tools_refuse_any_argument_by_name(args):
             continue
         assert args in (None, {}), f"{name} accepted {args!r}"
         assert result.is_error and result.text.strip(), "refuse/crash always answer with an error that says something"
+
+
+# -- the quick check (common/quick_check.py) agrees with jsonschema -------------------------------------------
+
+def _real_schemas():
+    """Every tool schema the daemons serve, and the echo tool's (registries built without an engine: the
+    handlers are never called here)."""
+    from common.quick_check import compile_quick_check
+    from hivebash.tools import build_registry as bash_tools
+    from hivesubagent.tools import build_registry as subagent_tools
+
+    schemas = [(f"{prefix}.{tool.name}", tool.input_schema)
+               for prefix, build in (("bash", bash_tools), ("subagent", subagent_tools))
+               for tool in build(None)._tools.values()]
+    schemas.append(("echo", ECHO_SCHEMA))
+    compiled = [(name, schema, compile_quick_check(schema)) for name, schema in schemas]
+    assert all(quick is not None for _, _, quick in compiled), "every served schema should have a quick check"
+    return compiled
+
+
+QUICK = _real_schemas()
+
+
+def _values_for(prop: dict):
+    """Values around a property's rules: its enum, lengths at the bounds, numbers at and past the bounds."""
+    near = [json_value]
+    if "enum" in prop:
+        near.append(st.sampled_from(prop["enum"]))
+    if prop.get("type") == "string":
+        near.append(st.from_regex(prop["pattern"], fullmatch=True) if "pattern" in prop else st.text(max_size=10))
+        if "maxLength" in prop:
+            near.append(st.sampled_from(["x" * prop["maxLength"], "x" * (prop["maxLength"] + 1)]))
+    for bound in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        if bound in prop:
+            b = prop[bound]
+            near.append(st.sampled_from([b, b - 1, b + 1, b - 0.5, b + 0.5, float(b)]))
+    near.append(st.sampled_from([True, False, 0, -1, 2.0, float("nan"), float("inf"), "", "1", None, [], {}]))
+    return st.one_of(near)
+
+
+@pytest.mark.parametrize("name, schema, quick", QUICK, ids=[n for n, _, _ in QUICK])
+@FUZZ
+@given(data=st.data())
+def test_the_quick_check_says_yes_exactly_when_jsonschema_finds_no_error(name, schema, quick, data):
+    from common.tools import ArgumentValidator
+
+    props = schema.get("properties", {})
+    chosen = data.draw(st.fixed_dictionaries({}, optional={k: _values_for(p) for k, p in props.items()}))
+    if data.draw(st.booleans()):
+        chosen.update(data.draw(st.dictionaries(st.text(max_size=6), json_value, max_size=2)))
+    valid = not list(ArgumentValidator(schema).iter_errors(chosen))
+    assert quick(chosen) == valid, f"{name}: quick check says {quick(chosen)}, jsonschema says {valid} for {chosen!r}"
