@@ -110,8 +110,10 @@ def test_kill_stops_a_tree_with_background_children_and_a_setsid_grandchild(engi
 def test_force_kill_and_signal_death_is_named(engine):
     out = engine.run("kill -SEGV $$", wait_seconds=10).view
     assert (out.task.state, out.task.result.exit_code, out.task.result.signal) == ("done", 139, "SIGSEGV")
-    tid = engine.run("trap '' INT; sleep 300", wait_seconds=0).view.task.id
-    assert wait_until(lambda: engine.status(tid).view.task.state == "running")
+    tid = engine.run("trap '' INT; echo trapped; sleep 300", wait_seconds=0).view.task.id
+    # Not just "running": the shell must have set its trap, or the SIGINT kills it (a race the test lost once
+    # the spawn got faster).
+    assert wait_until(lambda: engine.status(tid).view.stdout.text == "trapped\n")
     engine.kill(tid)  # ignored by the trap
     assert engine.status(tid, wait_seconds=0.5).view.task.state == "running"
     engine.kill(tid, force=True)
@@ -272,9 +274,9 @@ def test_peak_rss_is_exact_above_the_daemons_own_peak_and_a_bound_below(engine):
 
 def test_force_kill_during_the_grace_escalates_at_once(make_engine):
     engine = make_engine(kill_grace=20)
-    tid = engine.run("bash -c \"trap '' TERM INT; sleep 300\" & wait", wait_seconds=0).view.task.id
+    tid = engine.run("bash -c \"trap '' TERM INT; echo trapped; sleep 300\" & wait", wait_seconds=0).view.task.id
     marker = engine.status(tid).view.task.marker
-    assert wait_until(lambda: len(marked_processes(marker)) >= 2)  # the shell and the (exec'd) sleep
+    assert wait_until(lambda: engine.status(tid).view.stdout.text == "trapped\n")  # the inner shell's trap is set
     engine.kill(tid)  # the shell dies of SIGINT; what it left ignores SIGINT and SIGTERM: the 20 s grace starts
     assert wait_until(lambda: tid in engine._leader_exited or engine.status(tid).view.task.terminal)
     assert engine.status(tid).view.task.state == "running"
