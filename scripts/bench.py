@@ -8,15 +8,15 @@ import argparse
 import importlib
 import json
 import platform
+import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_support import BenchContext, Row, format_table  # noqa: E402
+from bench_support import BenchContext, Row, choose_workdir, format_table  # noqa: E402
 
 AREAS = ["transport", "bash", "scale", "loose_ends", "subagent"]
 
@@ -29,8 +29,12 @@ def main() -> int:
     args = parser.parse_args()
     rows: list[Row] = []
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="hive-bench-", dir="/tmp") as tmp:
-        ctx = BenchContext(quick=args.quick, workdir=Path(tmp))
+    workdir, tried = choose_workdir()
+    print("state directory: " + str(workdir) + "  (one file creation: " +
+          ", ".join(f"{parent} {cost * 1e6:.0f} us" for parent, cost in tried) + "; see choose_workdir)",
+          file=sys.stderr, flush=True)
+    try:
+        ctx = BenchContext(quick=args.quick, workdir=workdir)
         for area in args.only or AREAS:
             try:
                 module = importlib.import_module(f"bench_{area}")
@@ -47,6 +51,8 @@ def main() -> int:
                     row.area = area
                     print("    " + row.one_line(), file=sys.stderr, flush=True)
                 rows.extend(new_rows)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
     print(format_table(rows))
     print(f"\n{len(rows)} figures in {time.monotonic() - started:.0f} s on {platform.node()} "
           f"({platform.processor() or platform.machine()}, Python {platform.python_version()})")
