@@ -3,10 +3,11 @@
 Each figure stands beside a baseline measured in the same run (issue "[2 of 6]", "Speed and scale").
 
 Noise to know of on the shared dev VM: its root file system is ext4 without a journal, where creating a file
-scans past every inode of its block group deleted in the last ~30 s (ext4's recently_deleted()). Every task
-creates files, so the round trip and throughput figures get worse for about half a minute after anything
-deleted many files (another bench run's cleanup, a test suite): measured 2.5x vs 6-7x for the same code a
-minute apart. Leave ~40 s after such bursts and compare codes in interleaved runs, never across sessions.
+scans past every inode of its block group freed in the last minute (ext4's recently_deleted()). Every task
+creates files, so right after something deleted many files nearby (a test suite under /tmp, an earlier bench
+run's cleanup) the round trip measured 5-6x instead of 2.5x. bench.py therefore runs the daemons in the
+directory where a file creation is quickest at the start (bench_support.choose_workdir, figures printed).
+Compare code changes in interleaved runs all the same: two cores shared with other work move every figure.
 """
 
 import subprocess
