@@ -97,7 +97,7 @@ class TaskRunner:
     `task.kill_signal`, signalling the group itself, and calling `poke()` so the worker re-evaluates."""
 
     def __init__(self, task: Task, store: TaskStore, reaper: OrphanReaper, hooks: RunnerHooks,
-                 kill_grace: float, subreaper: bool, launcher: Launcher, pool: WorkerPool | None = None):
+                 kill_grace: float, subreaper: bool, launcher: Launcher, pool: WorkerPool):
         self.task = task
         self.store = store
         self.reaper = reaper
@@ -119,17 +119,7 @@ class TaskRunner:
 
     def start(self) -> None:
         """Called once, by whoever took the task from the queue, after it released the engine's lock."""
-        if self.pool is not None:
-            self.pool.submit(self._main)
-        else:
-            threading.Thread(target=self._run_alone, name=f"task-{self.task.id}", daemon=True).start()
-
-    def _run_alone(self) -> None:
-        wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        try:
-            self._main(wake)
-        finally:
-            os.close(wake)
+        self.pool.submit(self._main)
 
     def join(self, timeout: float) -> bool:
         """Wait until the worker has finished (a runner not started yet is waited for too); True if it has."""
