@@ -260,7 +260,6 @@ class Engine:
         """Submit `bash -c cmd`; wait inline up to the capped window; see the module doc for todos.
         `client_gone()` says whether the caller hung up during the wait (then the result becomes a todo)."""
         cmd, timeout_secs, cwd_path, window = self._check_run_args(cmd, timeout_secs, wait_seconds, cwd)
-        # Random bytes come from a syscall, which gives up the GIL: not under the lock (see the module doc).
         nonce, candidate = f"{self._ids.getrandbits(64):016x}", f"{self._ids.getrandbits(32):08x}"
         with self._cond:
             if self._closing:

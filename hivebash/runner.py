@@ -6,8 +6,8 @@ Facts this module is built on (../shared/FACTS.md, "Processes"):
   while its children live on: once the leader has exited, whatever is left of the task is stopped too
   (SIGTERM, then SIGKILL after the grace).
 - A group id stays reserved while its leader is an unreaped zombie: the exit is observed without reaping
-  (pidfd readable, then `waitid(WNOWAIT)`), the group is swept, and only then is the leader reaped with
-  `wait4` (for its rusage). The group id recorded at spawn is used for every signal; never `os.getpgid`.
+  (its pidfd turns readable), the group is swept, and only then is the leader reaped with `wait4` (for its
+  rusage). The group id recorded at spawn is used for every signal; never `os.getpgid`.
 - Which processes are the task's, and how they are stopped: hivebash/processes.py; the orphans the daemon
   inherits as a subreaper: hivebash/reaper.py.
 """
@@ -112,7 +112,8 @@ class TaskRunner:
         # An eventfd the engine writes to (kill asked) and the worker polls beside the leader's pidfd: the pooled
         # thread's own (workers.WorkerPool), known once the worker runs. A poke before then is kept in `_poked`.
         self._wake: int | None = None
-        self._poked = False
+        self._poked = False  # a kill asked for before the worker ran
+        self._rung = False  # the eventfd was written to: the worker leaves it drained for the thread's next task
         self._wake_lock = threading.Lock()
         self.pool = pool
         self._done = threading.Event()
@@ -130,6 +131,7 @@ class TaskRunner:
         with self._wake_lock:
             if self._wake is not None:
                 os.eventfd_write(self._wake, 1)
+                self._rung = True
             else:
                 self._poked = True
 
@@ -140,6 +142,7 @@ class TaskRunner:
             self._wake = wake
             if self._poked:
                 os.eventfd_write(wake, 1)
+                self._rung = True
         try:
             proc = self._spawn()
             if proc is not None:
@@ -150,7 +153,8 @@ class TaskRunner:
         finally:
             with self._wake_lock:
                 self._wake = None
-                drain_eventfd(wake)  # the thread's next task starts with it empty
+                if self._rung:  # (a read of an empty eventfd is one more syscall on every task's path)
+                    drain_eventfd(wake)  # the thread's next task starts with it empty
             for fd in self.outputs or ():  # handed over but never spawned (an internal error before it)
                 os.close(fd)
             self.outputs = None
