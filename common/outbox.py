@@ -121,7 +121,9 @@ class Outbox:
         self.close()
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
         try:
-            os.write(fd, data)
+            view = memoryview(data)
+            while view:  # a journal of many pending todos can be megabytes: write(2) may take only part
+                view = view[os.write(fd, view):]
             if self.fsync:
                 os.fsync(fd)
         finally:

@@ -327,3 +327,18 @@ def test_the_minimal_harness_in_the_protocol_doc_works(make_loose_ends, short_di
         proc.terminate()
         proc.wait(10)
     assert b"Traceback" not in proc.stderr.read()
+
+
+def test_a_large_outbox_is_read_back_whole(make_loose_ends, short_dir):
+    """Thousands of undelivered todos (a harness away for long): the journal of several MiB is rewritten at
+    start and every entry comes back, newest state per key, in order."""
+    first = make_loose_ends(None)
+    body = "b" * 2000
+    for n in range(3000):
+        first.upsert(f"task-{n}", f"done {n}", body, {"n": n})
+    first.close()
+    assert (outbox_dir(short_dir) / JOURNAL_NAME).stat().st_size > 6 * 2**20
+    again = make_loose_ends(None)
+    keys = again.pending_keys()
+    assert len(keys) == 3000 and keys[:2] == ["task-0", "task-1"] and keys[-1] == "task-2999"
+    assert again._pending["task-1234"].message["data"] == {"n": 1234}
