@@ -344,7 +344,8 @@ class LooseEnds:
             return False
         if self.socket_path is None:
             # DEBUG, not INFO: the bash daemon makes two todos a task, and a log line each cost its throughput
-            # ~4% (scripts/bench.py). That todos wait in the outbox is said once, at start-up.
+            # 2-3% (scripts/bench.py, interleaved runs), and two log lines a task bury everything else. That todos
+            # wait in the outbox is said once at start-up; `hive-loose-ends outbox` lists them.
             log.debug("todo (no harness socket) %s %s/%s %s", message["op"], self.source, key, message.get("summary", ""))
         return True
 
