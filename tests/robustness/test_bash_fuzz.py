@@ -78,6 +78,13 @@ calls = st.one_of(st.tuples(st.just("run"), run_args), st.tuples(st.just("run"),
                   st.tuples(st.sampled_from(["run", "status", "kill", "list"]), json_value))
 
 
+def settled(daemon) -> bool:
+    """No task pending or running, and no record write in flight (a task is terminal in memory a moment
+    before its record's temp file is renamed into place)."""
+    return (not daemon.tasks("running") and not daemon.tasks("pending")
+            and not any((daemon.state_dir / "bash-tasks").glob(".*.tmp")))
+
+
 @pytest.fixture(scope="module")
 def fuzz_bash(tmp_path_factory):
     """One daemon for all examples; at the end nothing may be left running or written outside its state dir."""
@@ -85,7 +92,7 @@ def fuzz_bash(tmp_path_factory):
     daemon = BashDaemon(root, root / "state", None, ["--kill-grace", "0.5"]).start()
     before = set(root.rglob("*"))
     yield daemon
-    wait_until(lambda: not daemon.tasks("running") and not daemon.tasks("pending"), 60, "every fuzzed task to end")
+    wait_until(lambda: settled(daemon), 60, "every fuzzed task to end and be recorded")
     markers = set()
     for path in (daemon.state_dir / "bash-tasks").iterdir():
         assert NAME_OK.fullmatch(path.name), f"a task file with a name outside the rule: {path.name!r}"
@@ -143,6 +150,8 @@ def test_well_formed_runs_are_accepted_or_refused_for_a_reason(fuzz_bash, args):
 @pytest.mark.parametrize("trick", PATH_TRICKS)
 def test_path_tricks_in_names_and_ids_are_refused_before_any_file(fuzz_bash, trick):
     """A name or id outside [a-z0-9-]{1,63} is refused by every tool, naming the field, and creates nothing."""
+    # Earlier examples' tasks may still be ending: their record writes would come and go in the listing.
+    wait_until(lambda: settled(fuzz_bash), 60, "the earlier tasks to end and be recorded")
     files = set((fuzz_bash.state_dir / "bash-tasks").iterdir())
     result = fuzz_bash.call_result("run", {"cmd": "echo x", "name": trick, "wait_seconds": 0})
     assert result["isError"] and "name" in result_text(result), result
