@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from common.names import check_name
-from common.outbox import Outbox
+from common.outbox import Outbox, os_reason
 from common.waiting import wait_for
 
 log = logging.getLogger(__name__)
@@ -132,13 +132,13 @@ def exchange(
             sock.settimeout(max(timeout, 0.001))
             sock.connect(os.fspath(socket_path))
         except OSError as e:
-            raise HarnessUnreachable(f"cannot connect to {socket_path}: {_os_reason(e)}") from None
+            raise HarnessUnreachable(f"cannot connect to {socket_path}: {os_reason(e)}") from None
         try:
             _set_remaining(sock, deadline, clock)
             sock.sendall(line)
             raw = _read_line(sock, deadline, reply_limit, clock)
         except OSError as e:
-            raise HarnessNoReply(f"no reply from {socket_path}: {_os_reason(e)}") from None
+            raise HarnessNoReply(f"no reply from {socket_path}: {os_reason(e)}") from None
     finally:
         sock.close()
     return parse_reply(raw)
@@ -174,10 +174,6 @@ def _set_remaining(sock: socket.socket, deadline: float, clock: Callable[[], flo
     if remaining <= 0:
         raise socket.timeout("timed out")
     sock.settimeout(remaining)
-
-
-def _os_reason(e: OSError) -> str:
-    return e.strerror or str(e) or type(e).__name__
 
 
 def _shown(raw: bytes | bytearray, limit: int = 120) -> str:

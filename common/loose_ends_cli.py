@@ -384,9 +384,6 @@ def clear(socket_path, source, key, timeout) -> None:
     click.echo("ok")
 
 
-if __name__ == "__main__":
-    main()
-
 
 @main.command()
 @click.argument("state_dir", type=click.Path(path_type=Path, file_okay=False))
@@ -416,3 +413,7 @@ def outbox(state_dir: Path, source: str | None, as_json: bool) -> None:
     _print_table(("SOURCE", "KEY", "OP", "SUMMARY"), [
         (s, e.key, str(e.message.get("op", "?")).removeprefix("todo."), str(e.message.get("summary", "")))
         for s, e in entries])
+
+
+if __name__ == "__main__":
+    main()

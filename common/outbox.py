@@ -2,7 +2,7 @@
 
 `<state_dir>/loose-ends/<source>/outbox.jsonl` (directories 0700, file 0600) holds one JSON line per change:
 `{"seq": N, "key": K, "message": {...}}` when K's newest undelivered state becomes `message`, and
-`{"seq": N, "key": K, "done": true}` when K has nothing left to deliver. Reading the lines in order gives the
+`{"key": K, "done": true}` when K has nothing left to deliver. Reading the lines in order gives the
 pending map back. Each change is one `write(2)` on a descriptor kept open with O_APPEND, so a line is in the
 kernel's page cache (and survives a kill -9 of the daemon) the moment `save`/`drop` returns.
 
@@ -47,7 +47,8 @@ class Stored:
 
 
 def os_reason(e: OSError) -> str:
-    return e.strerror or str(e)
+    """What went wrong, for a log line or an error message (a bare socket timeout has no text: its type)."""
+    return e.strerror or str(e) or type(e).__name__
 
 
 class Outbox:
