@@ -18,11 +18,12 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Generic, Iterable, TypeVar
 
 import psutil
 
 MARKER_ENV = "HIVE_BASH_TASK"
+T = TypeVar("T")
 # After SIGKILL, how long to wait for the processes to be gone before recording the end anyway (a process
 # stuck in uninterruptible sleep must not hold the state back; the timeout promise is deadline+grace+100 ms).
 _AFTER_SIGKILL_WAIT = 0.05
@@ -109,34 +110,23 @@ def find_processes(
     return found
 
 
-_orphans_lock = threading.Lock()
-_orphans_seen: tuple[float, list[int] | None] = (float("-inf"), None)
+class SharedReading(Generic[T]):
+    """A reading of the kernel's state, shared by the callers that can use one taken after a given moment
+    (many tasks ending at once then cost one read). The lock is held across the read, so a caller that comes
+    meanwhile waits for that reading and shares it instead of making another."""
 
+    def __init__(self, read: Callable[[], T]):
+        self._read = read
+        self._lock = threading.Lock()
+        self._taken = float("-inf")
+        self._value: T | None = None
 
-def orphan_children(fresh_after: float | None = None) -> list[int] | None:
-    """Pids of the processes re-parented to this subreaper, or None if the kernel does not say.
-
-    The kernel attaches orphans to the subreaper's main thread, while task leaders are children of the worker
-    threads that spawned them, so the main thread's `children` file lists exactly the orphans. psutil has no
-    per-thread view; this one small read spares a scan of every process on the machine at each task end
-    (it is the common case that there is none).
-
-    `fresh_after` (monotonic): a reading taken after that moment may be shared. A task's worker passes the
-    moment it saw the leader exit: the leader's children were re-parented before that (the kernel does it
-    while the leader exits), so any later reading lists them. Under load most task ends then share one read.
-    """
-    global _orphans_seen
-    if fresh_after is not None:
-        with _orphans_lock:
-            taken, pids = _orphans_seen
-        if taken >= fresh_after:
-            return pids
-    taken = time.monotonic()
-    pids = _read_orphans()
-    with _orphans_lock:
-        if taken > _orphans_seen[0]:
-            _orphans_seen = (taken, pids)
-    return pids
+    def get(self, fresh_after: float | None = None) -> T:
+        """A reading taken after the monotonic `fresh_after`; None: a fresh one."""
+        with self._lock:
+            if fresh_after is None or self._taken < fresh_after:
+                self._taken, self._value = time.monotonic(), self._read()
+            return self._value
 
 
 def _read_orphans() -> list[int] | None:
@@ -155,28 +145,43 @@ def _read_orphans() -> list[int] | None:
         os.close(fd)
 
 
-_table_lock = threading.Lock()
-_table: tuple[float, dict, dict] | None = None
+_orphans = SharedReading(_read_orphans)
+
+
+def orphan_children(fresh_after: float | None = None) -> list[int] | None:
+    """Pids of the processes re-parented to this subreaper, or None if the kernel does not say.
+
+    The kernel attaches orphans to the subreaper's main thread, while task leaders are children of the worker
+    threads that spawned them, so the main thread's `children` file lists exactly the orphans. psutil has no
+    per-thread view; this one small read spares a scan of every process on the machine at each task end
+    (it is the common case that there is none).
+
+    `fresh_after` (monotonic): a reading taken after that moment may be shared. A task's worker passes the
+    moment it saw the leader exit: the leader's children were re-parented before that (the kernel does it
+    while the leader exits), so any later reading lists them. Under load most task ends then share one read.
+    """
+    return _orphans.get(fresh_after)
+
+
+def _read_process_table() -> tuple[dict[int, tuple[int, float, str, psutil.Process]], dict[int, list[int]]]:
+    facts: dict[int, tuple[int, float, str, psutil.Process]] = {}
+    kids: dict[int, list[int]] = {}
+    for proc in psutil.process_iter(["ppid", "create_time", "status"]):
+        info = proc.info
+        if info["ppid"] is None or info["create_time"] is None:
+            continue
+        facts[proc.pid] = (info["ppid"], info["create_time"], info["status"], proc)
+        kids.setdefault(info["ppid"], []).append(proc.pid)
+    return facts, kids
+
+
+_table = SharedReading(_read_process_table)
 
 
 def process_table(fresh_after: float | None) -> tuple[dict[int, tuple[int, float, str, psutil.Process]], dict[int, list[int]]]:
     """pid -> (ppid, create_time, status, Process) for every process, and ppid -> child pids: one read of
     each /proc/<pid>/stat (psutil), shared by callers that can use a table taken after `fresh_after`."""
-    global _table
-    with _table_lock:
-        if fresh_after is not None and _table is not None and _table[0] >= fresh_after:
-            return _table[1], _table[2]
-        taken = time.monotonic()
-        facts: dict[int, tuple[int, float, str, psutil.Process]] = {}
-        kids: dict[int, list[int]] = {}
-        for proc in psutil.process_iter(["ppid", "create_time", "status"]):
-            info = proc.info
-            if info["ppid"] is None or info["create_time"] is None:
-                continue
-            facts[proc.pid] = (info["ppid"], info["create_time"], info["status"], proc)
-            kids.setdefault(info["ppid"], []).append(proc.pid)
-        _table = (taken, facts, kids)
-        return facts, kids
+    return _table.get(fresh_after)
 
 
 def _find_everywhere(markers: dict[str, int | None], skip: set[int]) -> dict[str, list[ProcInfo]]:
