@@ -16,13 +16,13 @@ import dataclasses
 import json
 import logging
 import os
-import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from common.names import check_name
+from common.terminal_text import readable
 
 from .task import Task
 
@@ -32,9 +32,6 @@ DIR_MODE = 0o700
 FILE_MODE = 0o600
 RECORD_VERSION = 1
 _TMP_SUFFIX = ".tmp"
-# C0 control characters other than tab, newline and carriage return; shown as \xNN so binary output can
-# neither break a terminal nor hide text from the model.
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -49,12 +46,6 @@ class Tail:
 
     def to_dict(self) -> dict:
         return {"path": self.path, "tail": self.text, "size": self.size, "shown_bytes": self.shown, "elided_bytes": self.elided}
-
-
-def decode_safely(data: bytes) -> str:
-    """UTF-8 where it is valid, `\\xNN` for every byte that is not and for control characters."""
-    text = data.decode("utf-8", errors="backslashreplace")
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _utf8_start(data: bytes) -> int:
@@ -78,7 +69,7 @@ def read_tail(path: Path, limit: int) -> Tail:
     size = max(size, start + len(data))  # the file may have grown between fstat and read
     if start > 0:
         data = data[_utf8_start(data):]
-    return Tail(str(path), decode_safely(data), size, len(data), size - len(data))
+    return Tail(str(path), readable(data), size, len(data), size - len(data))
 
 
 def _unlink_missing_ok(path: str) -> None:

@@ -79,11 +79,12 @@ def test_tail_cuts_at_a_character_boundary(tmp_path):
     assert tail.text == "é" * 2047 and tail.shown == 4094 and tail.elided == 6000 - 4094
 
 
-def test_tail_of_binary_output_is_safe_text(tmp_path):
+def test_tail_of_binary_output_is_safe_clean_text(tmp_path):
     path = tmp_path / "b.out"
-    path.write_bytes(b"ok\n\x00\x01\xff\xfe\x1b[31mred\tx\r\n")
+    path.write_bytes(b"ok\n\x00\x01\xff\xfe\x1b[31mred\tx\r\n 5%\r100%\n")
     text = read_tail(path, 4096).text
-    assert text == "ok\n\\x00\\x01\\xff\\xfe\\x1b[31mred\tx\r\n"
+    assert text == "ok\n\\x00\\x01\\xff\\xfered\tx\n100%\n"  # escapes gone, the last \r frame kept
+    assert path.read_bytes().count(b"\x1b") == 1  # the file keeps the raw bytes
     json.dumps(text)  # representable
 
 

@@ -1,0 +1,454 @@
+"""Views of a task's output files for the model: grep, a window of lines, what is new, the tail.
+
+Every view reads the files in blocks (never whole: an output may be many GiB), cleans what it shows
+(common.terminal_text: no escape sequences, last carriage-return frame) and fits in a byte budget, so an
+answer that carries a view stays under 8 KiB however large the files are. Lines are numbered from 1 and
+ended by `\\n`; a line longer than the block is searched in pieces (a match across the cut is missed).
+
+grep runs near the speed of reading the file: each block is searched whole (one regex `search` from the
+current position; re's literal-prefix search outran `bytes.find` here), and lines are counted with
+`bytes.count`; Python only looks at the lines that match.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+
+from common.terminal_text import readable
+
+BLOCK = 8 << 20  # bytes read per system call by the scans
+VIEW_BUDGET = 6 * 1024  # bytes of view text in one answer: the facts lines above it fit in the rest of 8 KiB
+LINE_CAP = 400  # characters shown of one line; the rest is elided and counted
+CONTEXT_MAX = 10
+MAX_LINES_MAX = 500
+GREP_SECONDS = 10.0  # a pattern that matches most lines of a huge file makes every line Python work: stop counting
+
+
+class ViewError(ValueError):
+    """A view argument the files cannot answer (the message names the field and the rule)."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """One output stream of a task: its name in answers (stdout/stderr) and its file."""
+
+    stream: str
+    path: str
+
+
+@dataclass
+class Line:
+    stream: str
+    number: int
+    text: str  # cleaned and cut to LINE_CAP
+    match: bool = True
+
+
+@dataclass
+class View:
+    """A rendered view: the text for the model, the data for programs, and where each stream was read up to."""
+
+    text: str
+    data: dict
+    read_to: dict[str, int] = field(default_factory=dict)  # stream -> byte offset shown up to (for new_only)
+
+
+# ----- reading -------------------------------------------------------------------------------------------------
+
+
+def _open(path: str) -> int | None:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+
+
+def _blocks(fd: int, start: int, buf: bytearray):
+    """(block, length, offset): blocks of whole lines from `start` (the last piece may end without `\\n`; a
+    line longer than the block comes in pieces). `block` is reused: use it before the next one is read."""
+    view = memoryview(buf)
+    offset = start
+    while True:
+        n = os.preadv(fd, [view], offset)
+        if n <= 0:
+            return
+        end = n if n < len(buf) else (buf.rfind(b"\n", 0, n) + 1 or n)
+        yield buf, end, offset
+        offset += end
+
+
+def _shown(raw: bytes) -> str:
+    text = readable(raw)
+    if len(text) > LINE_CAP:
+        text = f"{text[:LINE_CAP]}… ({len(text) - LINE_CAP} more characters)"
+    return text
+
+
+def _read_line_at(fd: int, offset: int) -> tuple[bytes, int]:
+    """The line starting at `offset` (its first LINE_CAP*4 bytes) and the offset of the next line."""
+    chunk = os.pread(fd, LINE_CAP * 4 + 1, offset)
+    nl = chunk.find(b"\n")
+    if nl >= 0:
+        return chunk[:nl], offset + nl + 1
+    if len(chunk) <= LINE_CAP * 4:
+        return chunk, offset + len(chunk)
+    nxt = _find_newline(fd, offset + len(chunk))
+    return chunk[: LINE_CAP * 4], nxt
+
+
+def _find_newline(fd: int, offset: int) -> int:
+    """The offset just past the next `\\n` at or after `offset` (the file's end if none)."""
+    while True:
+        chunk = os.pread(fd, 1 << 16, offset)
+        if not chunk:
+            return offset
+        nl = chunk.find(b"\n")
+        if nl >= 0:
+            return offset + nl + 1
+        offset += len(chunk)
+
+
+def _line_start_before(fd: int, offset: int, lines: int) -> tuple[int, int]:
+    """Going back from the start of a line at `offset` over up to `lines` lines: (new offset, lines gone back)."""
+    back = 0
+    while back < lines and offset > 0:
+        lo = max(0, offset - 1 - (1 << 16))
+        chunk = os.pread(fd, offset - 1 - lo, lo)  # without the newline that ends the previous line
+        nl = chunk.rfind(b"\n")
+        while nl < 0 and lo > 0:  # a long line: keep going back
+            lo2 = max(0, lo - (1 << 16))
+            chunk = os.pread(fd, lo - lo2, lo2) + chunk
+            lo = lo2
+            nl = chunk.rfind(b"\n")
+        offset = lo + nl + 1 if nl >= 0 else 0
+        back += 1
+    return offset, back
+
+
+# ----- grep ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Hit:
+    stream: str
+    number: int
+    offset: int  # where the line starts
+
+
+def compile_pattern(pattern: str) -> tuple[re.Pattern, re.Pattern]:
+    """A Python regex applied to each line (`^` and `$` anchor at the line's ends), and the regex that finds
+    candidates for it in a block. ASCII patterns run on the bytes; others on the decoded text (a non-ASCII
+    character class must see characters)."""
+    if not isinstance(pattern, str) or not pattern:
+        raise ViewError("grep: must be a non-empty regular expression")
+    source = pattern.encode() if pattern.isascii() else pattern
+    try:
+        regex = re.compile(source, re.MULTILINE)
+    except re.error as exc:
+        raise ViewError(f"grep: not a valid Python regular expression: {exc}") from None
+    # A leading `^` hides a literal prefix from re's fast search (anchored patterns ran ~20x slower): the
+    # pattern without it finds a superset of the lines, and each candidate line is checked with the full one.
+    try:
+        candidates = re.compile(source[1:], re.MULTILINE) if pattern.startswith("^") else regex
+    except re.error:
+        candidates = regex
+    return regex, candidates
+
+
+def _scan(fd: int, stream: str, regexes: tuple[re.Pattern, re.Pattern], start: int, keep: int, buf: bytearray):
+    """Matching lines of one file from byte `start`: the first `keep` as hits (numbered afterwards, by
+    `_number`: counting lines is as costly as searching, so it stops at the last hit kept), the total
+    count, and the byte where counting stopped at the deadline (0: it read to the end).
+
+    The regex searches the whole block from the current position; a candidate counts only if its own line
+    matches alone (`\\s` or `[^x]` can match across a newline)."""
+    regex, candidates = regexes
+    hits, total = [], 0
+    last_hit = -1  # where the line of the last hit starts: the pieces of one long line count once
+    carry = start  # where the line that the next block begins in starts
+    as_text = isinstance(regex.pattern, str)
+    newline = "\n" if as_text else b"\n"
+    deadline = time.monotonic() + GREP_SECONDS
+    for block, end, base in _blocks(fd, start, buf):
+        if time.monotonic() > deadline:
+            return hits, total, base
+        hay = bytes(block[:end]).decode("utf-8", "surrogateescape") if as_text else block
+        hend = len(hay) if as_text else end
+        pos, chars, nbytes = 0, 0, 0  # text only: a character offset and its byte offset
+        while pos < hend:
+            m = candidates.search(hay, pos, hend)
+            if m is None:
+                break
+            at = m.start()
+            ls = hay.rfind(newline, pos, at) + 1 or pos
+            le = hay.find(newline, at, hend)
+            le = hend if le < 0 else le
+            if regex.search(hay, ls, le) is not None:
+                if as_text:
+                    nbytes += len(hay[chars:ls].encode("utf-8", "surrogateescape"))
+                    chars = ls
+                line_start = carry if ls == 0 else base + (nbytes if as_text else ls)
+                if line_start != last_hit:
+                    total += 1
+                    last_hit = line_start
+                    if len(hits) < keep:
+                        hits.append(_Hit(stream, 0, line_start))
+            pos = le + 1
+        nl = block.rfind(b"\n", 0, end)
+        carry = base + nl + 1 if nl >= 0 else carry
+    return hits, total, 0
+
+
+def _number(fd: int, hits: list[_Hit], buf: bytearray) -> None:
+    """Give each hit (in file order) its line number: newlines before it, plus one."""
+    lines, offset = 1, 0
+    for h in hits:
+        lines += _count_between(fd, offset, h.offset, buf)
+        h.number, offset = lines, h.offset
+
+
+def _count_between(fd: int, lo: int, hi: int, buf: bytearray) -> int:
+    count = 0
+    view = memoryview(buf)
+    while lo < hi:
+        n = os.preadv(fd, [view[: min(len(buf), hi - lo)]], lo)
+        if n <= 0:
+            break
+        count += buf.count(b"\n", 0, n)
+        lo += n
+    return count
+
+
+def grep(sources: list[Source], pattern: str, context: int = 0, starts: dict[str, int] | None = None,
+         budget: int = VIEW_BUDGET) -> View:
+    """Lines matching `pattern` in each source (from byte `starts[stream]`, default 0), with `context`
+    lines around them, the first ones up to `budget` bytes, and how many more there are."""
+    if isinstance(context, bool) or not isinstance(context, int) or not 0 <= context <= CONTEXT_MAX:
+        raise ViewError(f"context: must be an integer from 0 to {CONTEXT_MAX}")
+    regex = compile_pattern(pattern)
+    buf = bytearray(BLOCK)
+    keep = budget // 16  # more hits than could ever be shown in the budget
+    parts, data_streams, read_to = [], {}, {}
+    used = 0
+    for src in sources:
+        fd = _open(src.path)
+        if fd is None:
+            data_streams[src.stream] = {"matches": 0, "shown": 0, "lines": []}
+            continue
+        try:
+            start = (starts or {}).get(src.stream, 0)
+            hits, total, stopped = _scan(fd, src.stream, regex, start, keep, buf)
+            _number(fd, hits, buf)
+            groups = _with_context(fd, hits, context)
+            lines, shown_lines = _fit(groups, budget - used - 200, src.stream, context)
+            read_to[src.stream] = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        body = "\n".join(lines)
+        used += len(body.encode()) + 1
+        shown = sum(1 for x in shown_lines if x.match)
+        more = total - shown
+        head = f"--- grep {pattern!r} in {src.stream}: {total} matching line{'s' if total != 1 else ''}"
+        if more:
+            head += f", first {shown} shown ({more} more: narrow the regex, or read around a line with from_line)"
+        if stopped:
+            head += f"; counting stopped after {GREP_SECONDS:g}s at byte {stopped} of {read_to[src.stream]}"
+        parts.append(head + " ---" + ("\n" + body if body else ""))
+        data_streams[src.stream] = {"matches": total, "shown": shown, "counted_to_byte": stopped or None,
+                                    "lines": [vars(x) for x in shown_lines]}
+    return View("\n".join(parts) + "\n", {"grep": pattern, "context": context, "streams": data_streams}, read_to)
+
+
+def _with_context(fd: int, hits: list[_Hit], context: int) -> list[list[Line]]:
+    """Groups of lines: each hit with `context` lines before and after, overlapping groups merged."""
+    groups: list[list[Line]] = []
+    hit_numbers = {h.number for h in hits}
+    last_shown = 0  # number of the last line already in a group
+    for h in hits:
+        if h.number <= last_shown:
+            continue
+        offset, back = _line_start_before(fd, h.offset, context)
+        number = h.number - back
+        if number <= last_shown:  # overlaps the previous group: continue it
+            skip = last_shown - number + 1
+            for _ in range(skip):
+                _, offset = _read_line_at(fd, offset)
+            number = last_shown + 1
+            group = groups[-1]
+        else:
+            group = []
+            groups.append(group)
+        stop = h.number + context
+        while number <= stop:
+            raw, nxt = _read_line_at(fd, offset)
+            if nxt == offset:
+                break
+            if number > h.number and number in hit_numbers:
+                stop = number + context  # a later hit inside the context extends the group
+            group.append(Line(h.stream, number, _shown(raw), number in hit_numbers))
+            offset, number = nxt, number + 1
+        last_shown = number - 1
+    return groups
+
+
+def _fit(groups: list[list[Line]], budget: int, stream: str, context: int) -> tuple[list[str], list[Line]]:
+    """Render groups grep-style (`stdout:12: match`, `stdout:11- context`, `--` between groups with context)
+    while they fit in `budget` bytes; returns the rendered lines and the lines they show."""
+    rendered_all, shown, used = [], [], 0
+    for i, group in enumerate(groups):
+        rendered = (["--"] if i and context else []) + [f"{stream}:{x.number}{':' if x.match else '-'} {x.text}" for x in group]
+        size = sum(len(r.encode()) + 1 for r in rendered)
+        if used + size > budget:
+            break
+        rendered_all += rendered
+        shown += group
+        used += size
+    return rendered_all, shown
+
+
+# ----- a window of lines ---------------------------------------------------------------------------------------
+
+
+def _offset_of_line(fd: int, line: int, buf: bytearray) -> int | None:
+    """Byte offset where line `line` (1-based) starts, or None if the file has fewer lines."""
+    if line == 1:
+        return 0
+    need, offset = line - 1, 0  # newlines to pass
+    view = memoryview(buf)
+    while True:
+        n = os.preadv(fd, [view], offset)
+        if n <= 0:
+            return None
+        count = buf.count(b"\n", 0, n)
+        if count < need:
+            need -= count
+            offset += n
+            continue
+        lo, hi = 0, n  # narrow to the range holding the need-th newline, then walk it
+        while hi - lo > 4096:
+            mid = (lo + hi) // 2
+            c = buf.count(b"\n", lo, mid)
+            if c >= need:
+                hi = mid
+            else:
+                need -= c
+                lo = mid
+        pos = lo - 1
+        for _ in range(need):
+            pos = buf.find(b"\n", pos + 1, hi)
+        start = offset + pos + 1
+        return start if start < offset + n or os.fstat(fd).st_size > start else None
+
+
+def window(sources: list[Source], from_line: int, max_lines: int, budget: int = VIEW_BUDGET) -> View:
+    """Lines `from_line` .. `from_line + max_lines - 1` of each source, numbered, cut to `budget`."""
+    if isinstance(from_line, bool) or not isinstance(from_line, int) or from_line < 1:
+        raise ViewError("from_line: must be an integer >= 1 (the first line is 1)")
+    if isinstance(max_lines, bool) or not isinstance(max_lines, int) or not 1 <= max_lines <= MAX_LINES_MAX:
+        raise ViewError(f"max_lines: must be an integer from 1 to {MAX_LINES_MAX}")
+    buf = bytearray(BLOCK)
+    parts, data = [], {}
+    share = budget // max(1, len(sources))
+    for src in sources:
+        fd = _open(src.path)
+        lines: list[Line] = []
+        more = False
+        offset = None if fd is None else _offset_of_line(fd, from_line, buf)
+        try:
+            used = 0
+            while offset is not None and len(lines) < max_lines:
+                raw, nxt = _read_line_at(fd, offset)
+                if nxt == offset:
+                    break
+                line = Line(src.stream, from_line + len(lines), _shown(raw))
+                size = len(line.text.encode()) + 12
+                if used + size > share - 200:
+                    more = True
+                    break
+                lines.append(line)
+                used += size
+                offset = nxt
+            if offset is not None and not more and fd is not None:
+                more = bool(os.pread(fd, 1, offset))
+        finally:
+            if fd is not None:
+                os.close(fd)
+        if not lines:
+            head = f"--- {src.stream}: no line {from_line} (the output has fewer lines) ---"
+        else:
+            last = lines[-1].number
+            head = f"--- {src.stream} lines {from_line}-{last}"
+            head += f" (more follow: from_line={last + 1}) ---" if more else " (the end of the output) ---"
+        parts.append("\n".join([head] + [f"{x.number}: {x.text}" for x in lines]))
+        data[src.stream] = {"from_line": from_line, "lines": [vars(x) for x in lines], "more": more}
+    return View("\n".join(parts) + "\n", {"from_line": from_line, "max_lines": max_lines, "streams": data})
+
+
+# ----- the end of the output, or what is new ------------------------------------------------------------------
+
+
+def _tail_bytes(fd: int, start: int, size: int, share: int) -> tuple[bytes, int]:
+    """The last bytes of [start, size) whose readable text fits in `share` bytes, and where they begin."""
+    first = max(start, size - share)
+    raw = os.pread(fd, size - first, first)
+    while True:
+        if first > start:  # cut inside a character: skip its continuation bytes
+            skip = 0
+            while skip < min(3, len(raw)) and raw[skip] & 0xC0 == 0x80:
+                skip += 1
+            raw, first = raw[skip:], first + skip
+            nl = raw.find(b"\n", 0, LINE_CAP)  # and the rest of a line cut at its start
+            if 0 <= nl < len(raw) - 1:
+                raw, first = raw[nl + 1:], first + nl + 1
+        text = readable(raw)
+        grown = len(text.encode())
+        if grown <= share:
+            return text, first
+        cut = len(raw) - len(raw) * share // grown + 1  # escapes made it longer than the bytes it shows
+        raw, first = raw[cut:], first + cut
+
+
+def tail(sources: list[Source], starts: dict[str, int] | None = None, budget: int = VIEW_BUDGET) -> View:
+    """The end of each source, cleaned, within `budget` bytes in all; with `starts`, only what lies after
+    `starts[stream]` (what the reader has not been shown: new_only). Empty streams leave their share to
+    the others."""
+    sizes = {}
+    for src in sources:
+        try:
+            sizes[src.stream] = os.stat(src.path, follow_symlinks=False).st_size
+        except FileNotFoundError:
+            sizes[src.stream] = 0
+    begin = {s.stream: min((starts or {}).get(s.stream, 0), sizes[s.stream]) for s in sources}
+    shares, left = {}, budget - 160 * len(sources)
+    by_need = sorted(sources, key=lambda s: sizes[s.stream] - begin[s.stream])
+    for i, src in enumerate(by_need):  # a short stream leaves the rest of its share to the longer one
+        shares[src.stream] = min(sizes[src.stream] - begin[src.stream], left // (len(by_need) - i))
+        left -= shares[src.stream]
+    parts, data, read_to = [], {}, {}
+    for src in sources:
+        size, start = sizes[src.stream], begin[src.stream]
+        text, first = "", size
+        fd = _open(src.path) if size > start else None
+        if fd is not None:
+            try:
+                text, first = _tail_bytes(fd, start, size, shares[src.stream])
+            finally:
+                os.close(fd)
+        read_to[src.stream] = size
+        new = f"new since byte {start}: " if starts is not None else ""
+        if not text:
+            what = "nothing new" if starts is not None else "empty"
+            head = f"--- {src.stream}: {what} ({size} bytes, {src.path}) ---"
+        elif first > start:
+            head = (f"--- {src.stream}: {new}last {size - first} of {size - start} bytes ({first - start} elided: "
+                    f"grep or from_line read them; file {src.path}) ---")
+        else:
+            head = f"--- {src.stream}: {new}{size - start} bytes ({src.path}) ---"
+        body = text if not text or text.endswith("\n") else text + "\n(no newline at end)\n"
+        parts.append(head + "\n" + body)
+        data[src.stream] = {"path": src.path, "size": size, "from_byte": start, "text": text,
+                            "elided_bytes": max(0, first - start)}
+    return View("".join(parts), {"streams": data}, read_to)

@@ -1,0 +1,140 @@
+"""Output views over real files, up to a 100 MB output: grep, windows of lines, tails and what is new, each
+answer bounded; and the terminal-text cleaning every view applies."""
+
+import re
+
+import pytest
+
+from common.terminal_text import clean, readable
+from hivebash import output_views as ov
+from hivebash.output_views import Source, ViewError, grep, tail, window
+
+FILLER = b"filler output line with some ordinary text in it, nothing to see here 0123456789\n"
+BIG_LINES_PER_UNIT = 1000  # lines 1, 1001, 2001, ... are TICK lines
+MARKER_LINE = 5000
+BOUND = 8 * 1024
+
+
+def _unit(first_line: int) -> bytes:
+    return f"TICK {first_line}\n".encode() + FILLER * (BIG_LINES_PER_UNIT - 1)
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    """A 100 MB stdout: filler, a TICK line every 1000 lines (numbered right in the first ten thousand), a
+    MARKER at lines 4999 (coloured) and 5000; a short stderr."""
+    d = tmp_path_factory.mktemp("big")
+    out, err = d / "t.out", d / "t.err"
+    head = b"".join(_unit(i * BIG_LINES_PER_UNIT + 1) for i in range(10))
+    lines = head.split(b"\n")
+    lines[MARKER_LINE - 2] = b"\x1b[1;31mMARKER\x1b[0m found here"  # line 4999 (0-based 4998)
+    lines[MARKER_LINE - 1] = b"MARKER \xe2\x9c\x93 at five thousand"
+    head = b"\n".join(lines)
+    unit = _unit(0)
+    with open(out, "wb") as f:
+        f.write(head)
+        written, units = len(head), 10
+        chunk = unit * 64
+        while written < 100 * 1000 * 1000:
+            f.write(chunk)
+            written += len(chunk)
+            units += 64
+    err.write_bytes(b"warning: one\r\n 10%\r 50%\r100%\nerror: two\n")
+    return {"sources": [Source("stdout", str(out)), Source("stderr", str(err))], "units": units,
+            "size": written, "out": out}
+
+
+def _bounded(view):
+    assert len(view.text.encode()) < BOUND - 1024, len(view.text.encode())  # room for the facts lines
+    return view.text
+
+
+def test_clean_removes_escapes_and_keeps_last_frame():
+    assert clean("\x1b[1;31merror\x1b[0m: x\n") == "error: x\n"
+    assert clean("\x1b]0;title\x07a\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\\n") == "alink\n"
+    assert clean("10%\r50%\r100%\nnext\r\n") == "100%\nnext\n"
+    assert clean("done\r\n\rpartial") == "done\npartial"
+    assert clean("bell\x07 nul\x00 del\x7f tab\tok") == "bell\\x07 nul\\x00 del\\x7f tab\tok"
+    assert readable(b"\xff\xfeok \xe2\x9c\x93") == "\\xff\\xfeok \u2713"
+
+
+def test_grep_finds_the_marker_with_its_line_number_and_context(big):
+    view = grep(big["sources"], "MARKER", context=2)
+    text = _bounded(view)
+    assert "--- grep 'MARKER' in stdout: 2 matching lines ---" in text
+    assert f"stdout:{MARKER_LINE - 1}: MARKER found here" in text  # colour codes gone
+    assert f"stdout:{MARKER_LINE}: MARKER \u2713 at five thousand" in text
+    assert f"stdout:{MARKER_LINE - 3}- filler" in text and f"stdout:{MARKER_LINE + 2}- filler" in text
+    assert f"stdout:{MARKER_LINE + 3}" not in text
+    assert "in stderr: 0 matching lines" in text
+    assert view.data["streams"]["stdout"]["matches"] == 2
+
+
+def test_grep_counts_every_match_and_shows_the_first_within_the_bound(big):
+    view = grep(big["sources"][:1], r"^TICK \d+$")
+    text = _bounded(view)
+    total = big["units"]
+    shown = view.data["streams"]["stdout"]["shown"]
+    assert 10 < shown < total
+    assert f"{total} matching lines, first {shown} shown ({total - shown} more" in text
+    numbers = [int(m) for m in re.findall(r"^stdout:(\d+): TICK", text, re.M)]
+    assert numbers == [1000 * i + 1 for i in range(shown)]
+    assert all(f"TICK {n}" in text for n in numbers[:5])  # the number in the text is the line number
+
+
+def test_grep_stream_regex_and_bad_arguments(big):
+    text = _bounded(grep(big["sources"][1:], r"^(warning|error):"))
+    assert "stderr:1: warning: one" in text and "stderr:3: error: two" in text
+    assert "\u2713" in grep(big["sources"][:1], "\u2713 at").text  # a non-ASCII pattern runs on decoded lines
+    with pytest.raises(ViewError, match="grep: not a valid Python regular expression"):
+        grep(big["sources"], "(unclosed")
+    with pytest.raises(ViewError, match="context: must be an integer from 0 to 10"):
+        grep(big["sources"], "x", context=11)
+
+
+def test_window_reads_around_a_line(big):
+    view = window(big["sources"][:1], MARKER_LINE - 2, 5)
+    text = _bounded(view)
+    assert text.splitlines()[0] == f"--- stdout lines {MARKER_LINE - 2}-{MARKER_LINE + 2} (more follow: from_line={MARKER_LINE + 3}) ---"
+    assert f"{MARKER_LINE}: MARKER \u2713 at five thousand" in text
+    far = window(big["sources"][:1], big["units"] * 1000, 3).text
+    assert far.splitlines()[0] == f"--- stdout lines {big['units'] * 1000}-{big['units'] * 1000} (the end of the output) ---"
+    assert far.endswith(f"{big['units'] * 1000}: {FILLER.decode()}")
+    assert "no line" in window(big["sources"][1:], 99, 3).text
+    many = window(big["sources"][:1], 1, 500)
+    assert len(many.data["streams"]["stdout"]["lines"]) < 500 and "more follow" in _bounded(many)
+    with pytest.raises(ViewError, match="from_line: must be an integer >= 1"):
+        window(big["sources"], 0, 5)
+
+
+def test_tail_and_new_only(big, tmp_path):
+    first = tail(big["sources"])
+    text = _bounded(first)
+    assert "elided: grep or from_line read them" in text and "100%\nerror: two" in text
+    assert "10%" not in text
+    assert first.read_to == {"stdout": big["size"], "stderr": len(b"warning: one\r\n 10%\r 50%\r100%\nerror: two\n")}
+    again = tail(big["sources"], starts=first.read_to)
+    assert again.text.count("nothing new") == 2
+    grown = tmp_path / "g.out"
+    grown.write_bytes(b"old\n")
+    src = [Source("stdout", str(grown))]
+    seen = tail(src).read_to
+    with open(grown, "ab") as f:
+        f.write(b"new \x1b[32mline\x1b[0m\n")
+    assert tail(src, starts=seen).text == f"--- stdout: new since byte 4: 18 bytes ({grown}) ---\nnew line\n"
+
+
+def test_binary_output_stays_within_the_bound(tmp_path):
+    path = tmp_path / "bin.out"
+    path.write_bytes(bytes(range(256)) * 400)  # escapes make the text ~4x the bytes
+    text = _bounded(tail([Source("stdout", str(path))]))
+    assert "\\xff" in text
+
+
+def test_long_lines_are_searched_in_pieces_and_shown_cut(tmp_path, monkeypatch):
+    monkeypatch.setattr(ov, "BLOCK", 4096)
+    path = tmp_path / "long.out"
+    path.write_bytes(b"a" * 10000 + b"NEEDLE" + b"b" * 10000 + b"NEEDLE\nshort NEEDLE\n")
+    view = grep([Source("stdout", str(path))], "NEEDLE")
+    assert view.data["streams"]["stdout"]["matches"] == 2  # the long line counts once
+    assert "stdout:1: aaaa" in view.text and "more characters)" in view.text and "stdout:2: short NEEDLE" in view.text
