@@ -1,11 +1,13 @@
 """Every .nix file parses, and nix/package.nix builds the project setup.cfg describes."""
 
 import configparser
-import re
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 
-from nixtest import HERE, REPO, eval_json, run_nix
+from nixtest import FUTURE, REPO, eval_package, run_nix
 
 NIX_FILES = sorted(p.relative_to(REPO) for d in ("nix", "tests/nix") for p in (REPO / d).rglob("*.nix"))
 
@@ -20,37 +22,21 @@ def test_parses(nix_instantiate, path):
     run_nix(nix_instantiate, "--parse", str(path))
 
 
-def test_package_matches_setup_cfg(nix_instantiate, tmp_path):
+def test_package_matches_setup_cfg(nix_instantiate):
     cfg = configparser.ConfigParser()
     cfg.read(REPO / "setup.cfg")
-    requires = [line for line in cfg["options"]["install_requires"].splitlines() if line and not line.startswith("#")]
-    names = [re.match(r"[A-Za-z0-9_.-]+", line).group(0).lower() for line in requires]
+    requires = [Requirement(line) for line in cfg["options"]["install_requires"].splitlines()
+                if line.strip() and not line.lstrip().startswith("#")]
 
-    # Evaluate package.nix with the stand-in lib and a Python set whose packages are just their names; the
-    # stub buildPythonApplication returns its arguments, so we read what the package would be built from.
-    probe = tmp_path / "probe.nix"
-    probe.write_text(
-        f"""
-        let
-          lib = import {HERE / "lib.nix"};
-          names = [ "setuptools" "wheel" {" ".join(f'"{n}"' for n in names)} ];
-          python3Packages = builtins.listToAttrs (map (n: {{ name = n; value = {{ pname = n; }}; }}) names)
-            // {{ buildPythonApplication = args: args; }};
-          drv = import {REPO / "nix" / "package.nix"} {{
-            inherit lib python3Packages;
-            bash = {{ outPath = "/nix/store/00000000000000000000000000000000-bash"; }};
-          }};
-        in {{
-          inherit (drv) pname version makeWrapperArgs pythonImportsCheck;
-          dependencies = map (d: d.pname) drv.dependencies;
-          buildSystem = map (d: d.pname) drv.build-system;
-        }}
-        """
-    )
-    package = eval_json(nix_instantiate, probe)
+    # package.nix against a nixpkgs Python set that has every dependency (nothing carried): the stand-in
+    # builders return their arguments, so we read what the package would be built from.
+    package = eval_package(nix_instantiate, FUTURE)
     assert package["pname"] == cfg["metadata"]["name"]
     assert package["version"] == cfg["metadata"]["version"]
-    assert sorted(package["dependencies"]) == sorted(names)
+    assert sorted(package["dependencies"]) == sorted(canonicalize_name(r.name) for r in requires)
+    # Its version rules are setup.cfg's, so the choice between nixpkgs' packages and the carried ones follows it.
+    assert {n: SpecifierSet(rule) for n, rule in package["pythonRequires"].items()} == {
+        canonicalize_name(r.name): r.specifier for r in requires}
     assert package["buildSystem"] == ["setuptools", "wheel"]
     packages = [p for p in cfg["options.packages.find"]["include"].split() if not p.endswith(".*")]
     assert sorted(package["pythonImportsCheck"]) == sorted(packages)
