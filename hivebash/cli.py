@@ -47,7 +47,7 @@ def _version() -> str:
 @click.version_option(_version(), prog_name="hive-bash-daemon")
 def daemon_main(**options: Any) -> None:
     """Serve the background-shell tools (run, status, kill, list) over MCP streamable HTTP at /mcp."""
-    from common.loose_ends import LooseEnds
+    from common.todos.delivery import TodoDelivery
     from common.mcp_http import McpApp
     from common.serve import serve_daemon
 
@@ -62,7 +62,7 @@ def daemon_main(**options: Any) -> None:
     # re-parented to us, not to init, so a kill can find and stop them.
     subreaper = become_subreaper()
     try:
-        todos = LooseEnds("bash", settings.state_dir, settings.agent_socket)
+        todos = TodoDelivery("bash", settings.state_dir, settings.agent_socket)
         engine = Engine(settings, todos, subreaper=subreaper)
         engine.start()
     except OSError as exc:  # e.g. the path runs through a regular file, or a read-only mount

@@ -9,7 +9,7 @@ Records go through `store.RecordWriter`, which orders the writes of each id: the
 (runner.RUNNING_RECORD_DELAY), the terminal record by the thread that ended the task, before any waiter is
 told (see RecordWriter for what a crash at each point leaves on disk).
 
-Todos (the harness's keyed loose ends, key = task id) follow the seed page (docs/tools/bash.md):
+Todos (keyed by task id) follow the seed page (docs/tools/bash.md):
 - `run` that returns `task started` upserts a "running" todo; the completion replaces it with the summary;
 - a result the agent has already seen (an inline wait or any `status` that observed the terminal task)
   creates no todo, and clears one that is open;
@@ -29,10 +29,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from common.config import BashSettings
 from common.names import InvalidName, check_name
+from common.todos import NoTodos, Todos
 from common.waiting import WAIT_CAP_SECONDS, Doorbell, WaitSlots, WaitWindow, cap_wait, wait_for
 from common.tools import never_gone
 
@@ -56,22 +57,6 @@ class EngineError(ValueError):
 
 class UnknownTask(EngineError):
     pass
-
-
-class Todos(Protocol):
-    def upsert(self, key: str, summary: str, body: str, data: dict | None = None) -> None: ...
-
-    def clear(self, key: str) -> None: ...
-
-
-class NoTodos:
-    """Todos go nowhere (used when no loose-ends object is given)."""
-
-    def upsert(self, key: str, summary: str, body: str, data: dict | None = None) -> None:
-        log.info("todo %s: %s", key, summary)
-
-    def clear(self, key: str) -> None:
-        pass
 
 
 def shorten(text: str, limit: int = 80) -> str:
@@ -184,7 +169,7 @@ class Engine:
         self._recording: dict[str, Task] = {}
         self._seq = 0
         self._closing = False
-        # Todo calls decided under the lock, made after it in the same order (the loose-ends object may write
+        # Todo calls decided under the lock, made after it in the same order (the todo delivery may write
         # its outbox to disk: status/kill must never wait on that).
         self._todo_ops: collections.deque[tuple[str, tuple]] = collections.deque()
         self._todo_lock = threading.Lock()

@@ -38,7 +38,7 @@ RUN = dict(
         f"Waits inline up to `wait_seconds` (default {DEFAULT_WAIT_SECONDS:g}, capped at 30): if the task finishes "
         "in that window you get the full status at once and no todo is created; otherwise the answer is "
         "`task started: id=<id>` and the task keeps running: when it completes, times out or fails, it surfaces as "
-        "a todo in your loose-ends (get_loose_ends) with the exit code and Read(<path>) pointers to its output. "
+        "a todo (get_loose_ends) with the exit code and Read(<path>) pointers to its output. "
         "`name` (optional) is a memorable id ([a-z0-9-], 1-63 chars) usable in status/kill; it can be reused once "
         "its previous task has finished and is refused while that task is pending or running. `timeout_secs` "
         "kills the task after that many seconds (SIGTERM to its group, SIGKILL after a grace) and marks it "

@@ -48,7 +48,7 @@ def daemon_main(**options: Any) -> None:
     if not isinstance(level, int):
         raise click.BadParameter("must be one of debug, info, warning, error", param_hint="--log-level")
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from common.loose_ends import LooseEnds
+    from common.todos.delivery import TodoDelivery
     from common.mcp_http import McpApp
     from common.serve import serve_daemon
     from hivesubagent.engine import SOURCE, SubagentEngine
@@ -59,7 +59,7 @@ def daemon_main(**options: Any) -> None:
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:  # e.g. the path runs through a regular file, or a read-only mount
         raise click.ClickException(f"--state-dir {state_dir}: cannot be used: {exc.strerror or exc}") from None
-    todos = LooseEnds(SOURCE, state_dir, settings.agent_socket)
+    todos = TodoDelivery(SOURCE, state_dir, settings.agent_socket)
     try:
         engine = SubagentEngine(settings, todos)
     except ValueError as exc:

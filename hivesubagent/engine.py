@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping
 
 from common.config import SubagentSettings
 from common.names import InvalidName, check_name
+from common.todos import Todos
 from common.waiting import WaitSlots, wait_for
 
 from hivesubagent import claude, proctree
@@ -44,11 +45,6 @@ LIST_LIMIT = 100
 
 class SubagentError(Exception):
     """An expected refusal or bad value; the message names the field and the rule (shown to the caller)."""
-
-
-class Todos(Protocol):
-    def upsert(self, key: str, summary: str, body: str, data: dict | None = None) -> Any: ...
-    def clear(self, key: str) -> Any: ...
 
 
 class TurnState(str, Enum):

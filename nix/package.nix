@@ -1,5 +1,5 @@
 # hive-daemons as a Python application: hive-bash-daemon, hive-subagent-daemon, their operator CLIs
-# (hive-bash, hive-subagent) and hive-loose-ends, all console scripts declared in setup.cfg.
+# (hive-bash, hive-subagent) and hive-todos, all console scripts declared in setup.cfg.
 #
 # Dependencies. `requires` below is setup.cfg's install_requires as nixpkgs names (tests/nix checks the two
 # agree). nixpkgs releases carry an mcp older than ours (1.27.1 where we need ~= 2.3.0) and no mcp-types or

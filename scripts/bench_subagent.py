@@ -36,7 +36,7 @@ def _direct_turn(workdir: Path, env: dict, prompt_file: Path, name: str, prompt:
 
 
 class Sink:
-    """The reference harness socket (`hive-loose-ends serve --json`); records when each todo arrives, so the
+    """The reference harness socket (`hive-todos serve --json`); records when each todo arrives, so the
     daemon's turn is timed as the agent sees it (start call -> completion todo), with no polling load."""
 
     def __init__(self, folder: Path):
@@ -44,12 +44,12 @@ class Sink:
         self.arrived: dict[str, float] = {}
         self.turn_seconds: dict[str, float] = {}  # the daemon's own spawn-to-end time of each turn
         self.cond = threading.Condition()
-        self.proc = subprocess.Popen([str(VENV_BIN / "hive-loose-ends"), "serve", "--socket", str(self.path), "--json"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "common.todos.cli", "serve", "--socket", str(self.path), "--json"],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
         threading.Thread(target=self._read, daemon=True).start()
         with self.cond:
             if not self.cond.wait_for(lambda: "serving" in self.arrived, 20):
-                raise RuntimeError("hive-loose-ends serve did not start")
+                raise RuntimeError("hive-todos serve did not start")
 
     def _read(self):
         for line in self.proc.stdout:

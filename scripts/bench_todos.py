@@ -1,4 +1,4 @@
-"""Loose ends: a tool call's latency with the harness socket up, down and slow, side by side (issue "[3 of 6]").
+"""Todos: a tool call's latency with the harness socket up, down and slow, side by side (issue "[3 of 6]").
 
 Delivery runs on its own thread, so neither `upsert` nor a `run` call may depend on the socket's state. Both
 figures take "up" (the reference sink answering at once) as the same-run baseline and interleave the three
@@ -7,13 +7,13 @@ states call by call, so machine noise lands on all three alike.
 
 import socket
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
 from bench_support import VENV_BIN, Daemon, McpConnection, Row, percentiles, timed
 
-from common.loose_ends import LooseEnds
-from common.waiting import wait_for
+from common.todos.delivery import TodoDelivery
 
 STATES = ("up", "down", "slow")
 TARGET_RATIO = 1.5
@@ -25,7 +25,7 @@ class Sockets:
     def __init__(self, workdir: Path):
         workdir.mkdir(parents=True, exist_ok=True)
         self.paths = {state: workdir / f"{state}.sock" for state in STATES}
-        self.sink = subprocess.Popen([str(VENV_BIN / "hive-loose-ends"), "serve", "--socket", str(self.paths["up"]),
+        self.sink = subprocess.Popen([sys.executable, "-m", "common.todos.cli", "serve", "--socket", str(self.paths["up"]),
                                       "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.sink.stdout.readline()  # "serving": it listens
         threading.Thread(target=self._drain, daemon=True).start()
@@ -60,29 +60,28 @@ def _rows(name: str, samples: dict[str, list[float]], n: int) -> list[Row]:
     rows = []
     for state in ("down", "slow"):
         med, p99 = percentiles(samples[state])
-        rows.append(Row("loose_ends", f"{name}, harness {state}", "ms", med, p99, n, "harness up", base_med,
+        rows.append(Row("todos", f"{name}, harness {state}", "ms", med, p99, n, "harness up", base_med,
                         target=f"<= {TARGET_RATIO}x baseline", ok=med <= TARGET_RATIO * base_med))
-    rows.append(Row("loose_ends", f"  baseline: {name}, harness up", "ms", base_med, base_p99, n))
+    rows.append(Row("todos", f"  baseline: {name}, harness up", "ms", base_med, base_p99, n))
     return rows
 
 
-def _settle(todos: LooseEnds, state: str) -> None:
+def _settle(todos: TodoDelivery, state: str) -> None:
     """Let the delivery work one upsert kicked off finish before the next state is measured: interleaved, it
     would otherwise be charged to the next state's call (it shares the GIL and two busy cores)."""
     if state == "up":
         todos.flush(5)
     elif state == "down":  # one failed connect, then back to the backoff wait
-        with todos._cond:
-            wait_for(todos._cond, lambda: not todos._kick and todos._in_flight is None, 5)
+        todos.wait_until(lambda: not todos.status()["busy"], 5)
     # slow: the thread sits in recv on the first request until its timeout; there is nothing to wait for
 
 
 def upsert_by_socket_state(ctx):
-    """LooseEnds.upsert in-process (coalesce, outbox write, wake the thread)."""
+    """TodoDelivery.upsert in-process (coalesce, outbox write, wake the thread)."""
     n = ctx.reps(600, 150)
-    sockets = Sockets(ctx.workdir / "le-up")
-    todos = {s: LooseEnds("bash", ctx.workdir / f"le-state-{s}", sockets.paths[s] if s != "down" else
-                          ctx.workdir / "le-up" / "nobody.sock") for s in STATES}
+    sockets = Sockets(ctx.workdir / "todos-up")
+    todos = {s: TodoDelivery("bash", ctx.workdir / f"todos-state-{s}", sockets.paths[s] if s != "down" else
+                          ctx.workdir / "todos-up" / "nobody.sock") for s in STATES}
     samples: dict[str, list[float]] = {s: [] for s in STATES}
     try:
         for i in range(n):
@@ -99,12 +98,12 @@ def upsert_by_socket_state(ctx):
 def run_call_by_socket_state(ctx):
     """A real `run` tool call (wait_seconds=0) to hive-bash-daemon, one daemon per socket state."""
     n = ctx.reps(200, 50)
-    sockets = Sockets(ctx.workdir / "le-run")
+    sockets = Sockets(ctx.workdir / "todos-run")
     daemons, conns = {}, {}
     try:
         for state in STATES:
-            path = sockets.paths[state] if state != "down" else ctx.workdir / "le-run" / "nobody.sock"
-            daemons[state] = Daemon([str(VENV_BIN / "hive-bash-daemon")], ctx.workdir / f"le-run-{state}",
+            path = sockets.paths[state] if state != "down" else ctx.workdir / "todos-run" / "nobody.sock"
+            daemons[state] = Daemon([str(VENV_BIN / "hive-bash-daemon")], ctx.workdir / f"todos-run-{state}",
                                     env={"HIVE_AGENT_SOCKET": str(path), "HIVE_BASH_KEEP_TASKS": "100000"})
             conns[state] = McpConnection(daemons[state].port)
         samples: dict[str, list[float]] = {s: [] for s in STATES}

@@ -34,6 +34,6 @@ def echo_daemon(tmp_path_factory):
 
 @pytest.fixture
 def sink():
-    """A running `hive-loose-ends serve`; the value is its socket path (pass it as --agent-socket)."""
+    """A running `hive-todos serve`; the value is its socket path (pass it as --agent-socket)."""
     with todo_sink() as path:
         yield path

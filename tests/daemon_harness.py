@@ -46,8 +46,9 @@ class DaemonProcess:
         return self.proc.returncode
 
 
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.01):
-    """Poll `predicate` until truthy or the deadline; for conditions we cannot be notified of (another process)."""
+def wait_until(predicate, timeout: float = 10.0, what: str = "the condition", interval: float = 0.01):
+    """Poll `predicate` until truthy and return its value, or fail the test naming `what` at the deadline; for
+    conditions we cannot be notified of (another process's state). Use a condition wait where there is one."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -79,18 +80,21 @@ def start_daemon(argv: list[str], workdir: Path, env: dict | None = None, timeou
 
 
 VENV_BIN = Path(sys.executable).parent
+# `hive-todos` run as a module of this interpreter: the same code as the console script, and it works in a
+# venv installed before the script was declared (tests/todos/test_cli.py checks the console script itself).
+TODOS_CLI = [sys.executable, "-m", "common.todos.cli"]
 
 
 @contextmanager
 def todo_sink():
-    """The reference harness socket (`hive-loose-ends serve`), on a short /tmp path: a Unix socket path holds
+    """The reference harness socket (`hive-todos serve`), on a short /tmp path: a Unix socket path holds
     at most 107 bytes, which pytest's tmp_path can exceed. Yields the socket path."""
     folder = Path(tempfile.mkdtemp(dir="/tmp", prefix="sink-"))
     path = folder / "agent.sock"
-    proc = subprocess.Popen([str(VENV_BIN / "hive-loose-ends"), "serve", "--socket", str(path)],
+    proc = subprocess.Popen([*TODOS_CLI, "serve", "--socket", str(path)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     try:
-        wait_until(path.exists, 20, "the loose-ends sink socket")
+        wait_until(path.exists, 20, "the todo sink socket")
         yield path
     finally:
         proc.terminate()
@@ -99,11 +103,11 @@ def todo_sink():
 
 
 def sink_todos(path: Path, strict: bool = True) -> list[dict]:
-    """The todos the sink holds now (`hive-loose-ends list --json`). `strict=False` answers [] when the sink
+    """The todos the sink holds now (`hive-todos list --json`). `strict=False` answers [] when the sink
     cannot be asked this time, for callers that poll and will ask again."""
-    out = subprocess.run([str(VENV_BIN / "hive-loose-ends"), "list", "--socket", str(path), "--json"],
+    out = subprocess.run([*TODOS_CLI, "list", "--socket", str(path), "--json"],
                          capture_output=True, text=True, timeout=30)
     if out.returncode != 0:
-        assert not strict, f"hive-loose-ends list failed: {out.stderr}"
+        assert not strict, f"hive-todos list failed: {out.stderr}"
         return []
     return json.loads(out.stdout)

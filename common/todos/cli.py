@@ -1,9 +1,7 @@
-"""`hive-loose-ends`: the reference sink of the harness socket, and a client to look at it or poke it.
+"""`hive-todos`: the reference sink of the harness socket (sink.py), and a client to look at it or poke it.
 
-`serve` is a complete, small implementation of the harness's end of docs/harness-protocol.md: it keeps the
-current todos in memory (an upsert replaces, a clear removes), prints every change as it happens, and answers
-`todo.list` so that `list` can show them. Operators run it when there is no real harness (`scripts/run` does),
-tests run it as the real socket, and harness authors can read it as the reference.
+Operators run `serve` when there is no real harness (`scripts/run` does); `list` asks a socket what it holds,
+`outbox` reads what a daemon has not delivered yet, `upsert`/`clear` send one request as a daemon would.
 
 Exit codes: 0 success; 1 the other end answered with an error, or `serve` cannot take the socket path;
 2 usage errors and an unreachable socket (nothing listening, no such file, no --socket given).
@@ -12,193 +10,21 @@ Exit codes: 0 success; 1 the other end answered with an error, or `serve` cannot
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import socketserver
-import stat
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import click
 
-from common.loose_ends import (
-    MAX_LINE_BYTES,
-    OP_CLEAR,
-    OP_LIST,
-    OP_UPSERT,
-    OUTBOX_DIRNAME,
-    HarnessError,
-    HarnessUnreachable,
-    check_socket_path,
-    exchange,
-)
-from common.outbox import JOURNAL_NAME, read_journal
-from common.waiting import Doorbell
+from common.todos.outbox import JOURNAL_NAME, OUTBOX_DIRNAME, read_journal
+from common.todos.sink import TodoBoard, serve_until_signalled, take_socket_path
+from common.todos.wire import OP_CLEAR, OP_LIST, OP_UPSERT, HarnessError, HarnessUnreachable, check_socket_path, exchange
 
-EXIT_OK, EXIT_ERROR, EXIT_UNREACHABLE = 0, 1, 2
+EXIT_ERROR, EXIT_UNREACHABLE = 1, 2
 EXIT_NO_OUTBOX = 2  # `outbox`: nothing to read at that path, as for a socket nobody listens on
 LIST_REPLY_LIMIT = 256 * 1024 * 1024  # a list reply carries every todo's body; far above any real board
-CONNECTION_IDLE_TIMEOUT = 30.0  # seconds a connection may sit silent before the sink drops it
-BODY_LINES_SHOWN = 10
-
-
-# ---------------------------------------------------------------------------------------------------- the board
-
-
-class RequestError(ValueError):
-    """A request broke the protocol; the message names the field and the rule and goes back as the error."""
-
-
-def _text(request: dict[str, Any], field: str, non_empty: bool) -> str:
-    value = request.get(field)
-    if not isinstance(value, str) or (non_empty and not value):
-        raise RequestError(f"{field}: must be a {'non-empty ' if non_empty else ''}string")
-    return value
-
-
-class TodoBoard:
-    """The current todos by (source, key), and the printed log of their changes, under one lock so the log's
-    order is the order in which the changes were applied."""
-
-    def __init__(self, as_json: bool):
-        self.as_json = as_json
-        self.quiet = False
-        self._lock = threading.Lock()
-        self._todos: dict[tuple[str, str], dict[str, Any]] = {}
-
-    def handle(self, raw: bytes) -> dict[str, Any]:
-        """One request line in, one reply object out; never raises for bad input."""
-        try:
-            request = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as e:
-            return {"ok": False, "error": f"request: not a JSON line ({e})"}
-        if not isinstance(request, dict):
-            return {"ok": False, "error": "request: must be a JSON object"}
-        try:
-            return self._dispatch(request)
-        except RequestError as e:
-            return {"ok": False, "error": str(e)}
-
-    def _dispatch(self, request: dict[str, Any]) -> dict[str, Any]:
-        op = request.get("op")
-        if op == OP_LIST:
-            with self._lock:
-                return {"ok": True, "todos": list(self._todos.values())}
-        if op not in (OP_UPSERT, OP_CLEAR):
-            raise RequestError(f"op: must be one of {OP_UPSERT}, {OP_CLEAR}, {OP_LIST}; got {op!r}")
-        source, key = _text(request, "source", True), _text(request, "key", True)
-        if op == OP_CLEAR:
-            with self._lock:
-                removed = self._todos.pop((source, key), None) is not None
-                self._print({"event": "clear", "source": source, "key": key, "removed": removed})
-            return {"ok": True}
-        data = request.get("data", {})
-        if not isinstance(data, dict):
-            raise RequestError("data: must be a JSON object")
-        todo = {"source": source, "key": key, "summary": _text(request, "summary", False),
-                "body": _text(request, "body", False), "data": data, "updated_at": time.time()}
-        with self._lock:
-            self._todos.pop((source, key), None)
-            self._todos[(source, key)] = todo  # newest last, as `list` shows them
-            self._print({"event": "upsert", **todo})
-        return {"ok": True}
-
-    def _print(self, event: dict[str, Any]) -> None:
-        """Print one change; a closed stdout (`serve | head`) stops the printing, never the serving."""
-        if self.quiet:
-            return
-        try:
-            self._echo(event)
-        except OSError:
-            self.quiet = True
-
-    def _echo(self, event: dict[str, Any]) -> None:
-        if self.as_json:
-            click.echo(json.dumps(event, ensure_ascii=False))
-            return
-        when = time.strftime("%H:%M:%S")
-        who = f"{event['source']}/{event['key']}"
-        if event["event"] == "clear":
-            click.echo(f"{when} clear  {who}" + ("" if event["removed"] else "  (was not listed)"))
-            return
-        click.echo(f"{when} upsert {who}  {event['summary']}")
-        lines = event["body"].splitlines()
-        for line in lines[:BODY_LINES_SHOWN]:
-            click.echo(f"    {line}")
-        if len(lines) > BODY_LINES_SHOWN:
-            click.echo(f"    ... ({len(lines) - BODY_LINES_SHOWN} more lines)")
-
-
-# ---------------------------------------------------------------------------------------------------- the server
-
-
-class _Handler(socketserver.StreamRequestHandler):
-    """Any number of request lines per connection, each answered by one reply line, in order."""
-
-    timeout = CONNECTION_IDLE_TIMEOUT
-
-    def handle(self) -> None:
-        board: TodoBoard = self.server.board  # type: ignore[attr-defined]
-        while True:
-            try:
-                raw = self.rfile.readline(MAX_LINE_BYTES + 1)
-            except OSError:
-                return
-            if not raw.endswith(b"\n"):
-                if len(raw) > MAX_LINE_BYTES:
-                    self._reply({"ok": False, "error": f"request: longer than {MAX_LINE_BYTES} bytes"})
-                return  # end of stream (a partial last line is not a request)
-            if raw.strip():
-                self._reply(board.handle(raw))
-
-    def _reply(self, reply: dict[str, Any]) -> None:
-        try:
-            self.wfile.write(json.dumps(reply, ensure_ascii=False).encode("utf-8") + b"\n")
-            self.wfile.flush()
-        except OSError:
-            pass  # the client went away; nothing to tell it
-
-
-class SinkServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-    block_on_close = False
-
-    def __init__(self, path: Path, board: TodoBoard):
-        self.board = board
-        old_umask = os.umask(0o177)  # the socket file is born 0600: no window where others may connect
-        try:
-            super().__init__(os.fspath(path), _Handler)
-        finally:
-            os.umask(old_umask)
-        os.chmod(path, 0o600)
-
-
-def _take_socket_path(path: Path) -> None:
-    """Make `path` free to bind: remove a stale socket nobody listens on; refuse anything else."""
-    try:
-        mode = path.lstat().st_mode
-    except FileNotFoundError:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        return
-    if not stat.S_ISSOCK(mode):
-        raise click.ClickException(f"--socket: refusing to replace {path}: it exists and is not a socket")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.settimeout(1.0)
-        probe.connect(os.fspath(path))
-    except OSError:
-        path.unlink()  # a leftover of a sink or harness that died without cleaning up
-        return
-    finally:
-        probe.close()
-    raise click.ClickException(f"--socket: something is already listening on {path} (another sink or the harness)")
-
-
-# ---------------------------------------------------------------------------------------------------- the commands
+SEND_REPLY_LIMIT = 64 * 1024  # an upsert or clear is answered by a short acknowledgement
 
 SOCKET_HELP = "The harness's Unix socket (at most 107 bytes as a path)."
 
@@ -226,15 +52,15 @@ def main() -> None:
 
     The bash and subagent daemons send each completion as a keyed todo to the harness's Unix socket
     (HIVE_AGENT_SOCKET): `todo.upsert` shows or replaces the todo of a key, `todo.clear` removes it. The wire
-    is one JSON object per line each way; docs/harness-protocol.md describes every field.
+    is one JSON object per line each way; docs/todo-protocol.md describes every field.
 
     \b
     Without a real harness, run the reference sink and point the daemons at it:
-      hive-loose-ends serve --socket /tmp/hive/agent.sock &
+      hive-todos serve --socket /tmp/hive/agent.sock &
       HIVE_AGENT_SOCKET=/tmp/hive/agent.sock hive-bash-daemon ...
-      hive-loose-ends list --socket /tmp/hive/agent.sock
+      hive-todos list --socket /tmp/hive/agent.sock
 
-    What a daemon could not deliver yet waits in its outbox: `hive-loose-ends outbox /var/lib/hive-bash`.
+    What a daemon could not deliver yet waits in its outbox: `hive-todos outbox /var/lib/hive-bash`.
 
     Exit codes: 0 ok; 1 the other end answered an error (or `serve` cannot take the path); 2 usage error or
     the socket is unreachable.
@@ -253,31 +79,8 @@ def serve(socket_path: Path | None, as_json: bool) -> None:
     had acknowledged, not what they already delivered.
     """
     path = _require_socket(socket_path)
-    _take_socket_path(path)
-    board = TodoBoard(as_json)
-    try:
-        server = SinkServer(path, board)
-    except OSError as e:
-        raise click.ClickException(f"--socket: cannot listen on {path}: {e.strerror or e}") from None
-    inode = path.stat().st_ino
-    stop = Doorbell()  # a handler that takes a lock (Event.set) can deadlock the thread it interrupts
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.ring())
-    thread = threading.Thread(target=server.serve_forever, name="sink", daemon=True)
-    thread.start()
-    if as_json:
-        click.echo(json.dumps({"event": "serving", "socket": str(path), "pid": os.getpid()}))
-    else:
-        click.echo(f"hive-loose-ends: serving {path} (pid {os.getpid()}); Ctrl-C to stop")
-    while not stop.wait(None):
-        pass
-    server.shutdown()
-    server.server_close()
-    try:
-        if path.stat().st_ino == inode:  # do not remove a socket that someone else bound since
-            path.unlink()
-    except FileNotFoundError:
-        pass
+    take_socket_path(path)
+    serve_until_signalled(path, TodoBoard(as_json), as_json)
 
 
 def _request(socket_path: Path, message: dict[str, Any], timeout: float, reply_limit: int) -> dict[str, Any]:
@@ -285,14 +88,14 @@ def _request(socket_path: Path, message: dict[str, Any], timeout: float, reply_l
     try:
         reply = exchange(socket_path, message, timeout, reply_limit=reply_limit)
     except HarnessUnreachable as e:
-        click.echo(f"hive-loose-ends: {e}\nIs the harness (or `hive-loose-ends serve --socket {socket_path}`) "
+        click.echo(f"hive-todos: {e}\nIs the harness (or `hive-todos serve --socket {socket_path}`) "
                    "running?", err=True)
         sys.exit(EXIT_UNREACHABLE)
     except HarnessError as e:
-        click.echo(f"hive-loose-ends: {e}", err=True)
+        click.echo(f"hive-todos: {e}", err=True)
         sys.exit(EXIT_ERROR)
     if not reply["ok"]:
-        click.echo(f"hive-loose-ends: the socket answered an error: {reply.get('error')}", err=True)
+        click.echo(f"hive-todos: the socket answered an error: {reply.get('error')}", err=True)
         sys.exit(EXIT_ERROR)
     return reply
 
@@ -314,7 +117,7 @@ def list_(socket_path: Path | None, as_json: bool, timeout: float) -> None:
     reply = _request(path, {"op": OP_LIST}, timeout, LIST_REPLY_LIMIT)
     todos = reply.get("todos")
     if not isinstance(todos, list) or not all(isinstance(t, dict) for t in todos):
-        click.echo("hive-loose-ends: the reply has no 'todos' list (does this harness implement todo.list?)", err=True)
+        click.echo("hive-todos: the reply has no 'todos' list (does this harness implement todo.list?)", err=True)
         sys.exit(EXIT_ERROR)
     if as_json:
         click.echo(json.dumps(todos, ensure_ascii=False, indent=2))
@@ -368,7 +171,7 @@ def upsert(socket_path, source, key, summary, body, data_json, timeout) -> None:
     if body == "-":
         body = sys.stdin.read()
     _request(path, {"op": OP_UPSERT, "key": key, "source": source, "summary": summary, "body": body, "data": data},
-             timeout, 64 * 1024)
+             timeout, SEND_REPLY_LIMIT)
     click.echo("ok")
 
 
@@ -380,9 +183,8 @@ def upsert(socket_path, source, key, summary, body, data_json, timeout) -> None:
 def clear(socket_path, source, key, timeout) -> None:
     """Send one todo.clear, as a daemon would: for trying out a harness's end of the socket."""
     path = _require_socket(socket_path)
-    _request(path, {"op": OP_CLEAR, "key": key, "source": source}, timeout, 64 * 1024)
+    _request(path, {"op": OP_CLEAR, "key": key, "source": source}, timeout, SEND_REPLY_LIMIT)
     click.echo("ok")
-
 
 
 @main.command()
@@ -399,7 +201,7 @@ def outbox(state_dir: Path, source: str | None, as_json: bool) -> None:
     sources = [source] if source else sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
     journals = [(s, root / s / JOURNAL_NAME) for s in sources if (root / s).is_dir()]
     if not journals:
-        click.echo(f"hive-loose-ends: no outbox under {root}", err=True)
+        click.echo(f"hive-todos: no outbox under {root}", err=True)
         sys.exit(EXIT_NO_OUTBOX)
     # Sequence numbers count per source: by source, then oldest change first.
     entries = [(s, e) for s, journal in journals for e in sorted(read_journal(journal).values(), key=lambda e: e.seq)]

@@ -1,23 +1,20 @@
-"""The on-disk half of the loose-ends pending map: one append-only journal per source.
+"""The on-disk half of the pending todos: one append-only journal per source.
 
-`<state_dir>/loose-ends/<source>/outbox.jsonl` (directories 0700, file 0600) holds one JSON line per change:
+`<state_dir>/todos/<source>/outbox.jsonl` (directories 0700, file 0600) holds one JSON line per change:
 `{"seq": N, "key": K, "message": {...}}` when K's newest undelivered state becomes `message`, and
 `{"key": K, "done": true}` when K has nothing left to deliver. Reading the lines in order gives the
 pending map back. Each change is one `write(2)` on a descriptor kept open with O_APPEND, so a line is in the
 kernel's page cache (and survives a kill -9 of the daemon) the moment `save`/`drop` returns.
 
-Why a journal and not a file per key replaced by rename: every rename over an existing file, and every unlink
-after a delivery, frees an inode, and on ext4 without a journal (the dev VMs) each later file creation scans
-past every inode freed in the last minute (ext4's recently_deleted()). The bash daemon writes two todos a
-task: the file-per-key outbox freed up to three inodes a task and made task creation slow down with load
-(scripts/bench.py throughput; perf: ~50% of the daemon's CPU in recently_deleted). It also cost seven
-syscalls a change against one now.
+A journal rather than a file per key: every rename over an existing file, and every unlink after a delivery,
+frees an inode, and on ext4 without a journal each later file creation scans past every inode freed in the
+last minute (ext4's recently_deleted(); docs/design.md, "Facts the code relies on"). The bash daemon writes
+two todos a task, so a file per key would slow task creation down under load; one line is also one syscall.
 
 The journal is rewritten with only the pending entries (temp file, rename) when it has grown to
 COMPACT_MIN_LINES and four times the entries still pending, at start-up, and after a failed write (a partial
 line must not run into the next one). A line that does not parse (a power cut in the middle of a write) is
-skipped with a warning; the file-per-key outbox of earlier versions (`<key>.json`) is read once at start-up
-and folded into the journal.
+skipped with a warning.
 """
 
 from __future__ import annotations
@@ -29,12 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common.todos.wire import os_reason
+
 log = logging.getLogger(__name__)
 
+OUTBOX_DIRNAME = "todos"  # under the daemon's state directory; one subdirectory per source
 JOURNAL_NAME = "outbox.jsonl"
 FILE_MODE = 0o600
 COMPACT_MIN_LINES = 4096  # lines; below this a journal is never rewritten while running (a few MiB at most)
-LEGACY_VERSION = 1  # `<key>.json` files of the file-per-key outbox
 
 
 @dataclass(frozen=True)
@@ -44,11 +43,6 @@ class Stored:
     seq: int
     key: str
     message: dict[str, Any]
-
-
-def os_reason(e: OSError) -> str:
-    """What went wrong, for a log line or an error message (a bare socket timeout has no text: its type)."""
-    return e.strerror or str(e) or type(e).__name__
 
 
 class Outbox:
@@ -143,52 +137,18 @@ class Outbox:
     # ----- reading back --------------------------------------------------------------------------------------
 
     def load(self) -> list[Stored]:
-        """What an earlier run left pending, oldest change first; the journal is then rewritten with just that
-        (legacy `<key>.json` files folded in and removed; unreadable ones kept aside as `*.corrupt`)."""
+        """What an earlier run left pending, oldest change first; the journal is then rewritten with just that."""
         if not self.usable:
             return []
         try:
-            self._read_journal()
-            legacy = self._read_legacy()
+            self._live.update(read_journal(self.journal))
             self.rewrite()
         except OSError as e:
             log.error("todo outbox %s cannot be read (%s): earlier todos stay there", self.directory, os_reason(e))
             self._needs_rewrite = False
             self.usable = False
             return []
-        for path in legacy:
-            _unlink_quietly(path)
         return sorted(self._live.values(), key=lambda s: s.seq)
-
-    def _read_journal(self) -> None:
-        self._live.update(read_journal(self.journal))
-
-    def _read_legacy(self) -> list[Path]:
-        """`<key>.json` files of the file-per-key outbox (version 1); returns the paths to remove once the
-        journal holds them."""
-        folded = []
-        for path in sorted(self.directory.iterdir()):
-            name = path.name
-            if name.startswith(".") and name.endswith(".tmp") and name != f".{JOURNAL_NAME}.tmp":
-                folded.append(path)  # a temp file of an interrupted legacy write
-            elif name.endswith(".json"):
-                try:
-                    record = json.loads(path.read_text(encoding="utf-8"))
-                    if not isinstance(record, dict) or record.get("version") != LEGACY_VERSION:
-                        raise ValueError(f"version: expected {LEGACY_VERSION}")
-                    seq, message = record.get("seq"), record.get("message")
-                    if not isinstance(seq, int) or not isinstance(message, dict):
-                        raise ValueError("seq/message: missing")
-                except (OSError, ValueError) as e:
-                    log.warning("todo outbox: %s is unreadable (%s); kept aside as %s.corrupt", path, e, name)
-                    _rename_quietly(path, path.with_name(name + ".corrupt"))
-                    continue
-                key = name[: -len(".json")]
-                current = self._live.get(key)
-                if current is None or current.seq < seq:
-                    self._live[key] = Stored(seq, key, message)
-                folded.append(path)
-        return folded
 
     def _sync_dir(self) -> None:
         if not self.fsync:
@@ -227,17 +187,3 @@ def read_journal(path: Path) -> dict[str, Stored]:
             continue
         live[key] = Stored(seq, key, message)
     return live
-
-
-def _unlink_quietly(path: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
-
-
-def _rename_quietly(src: Path, dst: Path) -> None:
-    try:
-        os.replace(src, dst)
-    except OSError as e:
-        log.warning("could not move %s aside: %s", src, os_reason(e))

@@ -4,37 +4,17 @@ import json
 import os
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import psutil
 
 from common.config import BashSettings
+from daemon_harness import wait_until  # noqa: F401 - the one wait helper, re-exported for the bash tests
+from todo_recorder import TodoRecorder  # noqa: F401 - re-exported for the bash tests
 from hivebash.processes import MARKER_ENV
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
-
-
-class TodoRecorder:
-    """Stands in for common.loose_ends.LooseEnds (duck-typed upsert/clear): records calls in order."""
-
-    def __init__(self):
-        self.calls = []
-        self.lock = threading.Lock()
-
-    def upsert(self, key, summary, body, data=None):
-        with self.lock:
-            self.calls.append(("upsert", key, summary, body, data))
-
-    def clear(self, key):
-        with self.lock:
-            self.calls.append(("clear", key))
-
-    def for_key(self, key):
-        with self.lock:
-            return [c for c in self.calls if c[1] == key]
 
 
 def settings(tmp_path, **overrides):
@@ -56,16 +36,6 @@ def marked_processes(marker_prefix=""):
         if value is not None and value.startswith(marker_prefix) and proc.pid != os.getpid():
             found.append(proc.pid)
     return found
-
-
-def wait_until(predicate, timeout=10.0, interval=0.02):
-    """Poll a condition we cannot wait on directly (another process's state), with a deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
 
 
 class EngineProcess:

@@ -65,7 +65,7 @@ def short_dir():
 
 @pytest.fixture
 def sink_factory(short_dir):
-    """start() -> Sink on <short_dir>/agent.sock (the real `hive-loose-ends serve`); stopped at teardown."""
+    """start() -> Sink on <short_dir>/agent.sock (the real `hive-todos serve`); stopped at teardown."""
     started: list[Sink] = []
 
     def start() -> Sink:

@@ -1,4 +1,4 @@
-"""Real daemons for the fault, fuzz and load tests: `hive-bash-daemon` with the real `hive-loose-ends serve`
+"""Real daemons for the fault, fuzz and load tests: `hive-bash-daemon` with the real `hive-todos serve`
 sink on a Unix socket, and helpers to call tools and look at what is left on disk and in the process table.
 """
 
@@ -14,14 +14,13 @@ from typing import Any
 
 import psutil
 
-from daemon_harness import DaemonProcess, start_daemon, wait_until
+from daemon_harness import TODOS_CLI, DaemonProcess, start_daemon, wait_until
 from robust_kit import call_tool_raw, result_text, tool_result
 
 BIN = Path(sys.executable).parent
 # Far above the 30 s inline-wait cap: a slow answer on a loaded box is not a hang, and must not race the wait.
 CALL_TIMEOUT = 90.0
 BASH_DAEMON = BIN / "hive-bash-daemon"
-SINK = BIN / "hive-loose-ends"
 MARKER_ENV = "HIVE_BASH_TASK"  # hivebash.processes.MARKER_ENV: every process of a task carries it
 
 
@@ -32,9 +31,9 @@ class Sink:
         self.socket_path = socket_path
         self.events_path = log_dir / f"sink-{time.monotonic_ns()}.jsonl"
         with open(self.events_path, "wb") as out:
-            self.proc = subprocess.Popen([str(SINK), "serve", "--socket", str(socket_path), "--json"], stdout=out,
+            self.proc = subprocess.Popen([*TODOS_CLI, "serve", "--socket", str(socket_path), "--json"], stdout=out,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        wait_until(lambda: self._serving(), 20, "the loose-ends sink to listen")
+        wait_until(lambda: self._serving(), 20, "the todo sink to listen")
 
     def _serving(self) -> bool:
         if self.proc.poll() is not None:
@@ -51,8 +50,8 @@ class Sink:
         return out
 
     def todos(self) -> dict[str, dict]:
-        """The todos the sink holds now, from `hive-loose-ends list --json`, by key (bash source only)."""
-        proc = subprocess.run([str(SINK), "list", "--socket", str(self.socket_path), "--json"], capture_output=True,
+        """The todos the sink holds now, from `hive-todos list --json`, by key (bash source only)."""
+        proc = subprocess.run([*TODOS_CLI, "list", "--socket", str(self.socket_path), "--json"], capture_output=True,
                               text=True, timeout=30)
         assert proc.returncode == 0, proc.stderr
         return {t["key"]: t for t in json.loads(proc.stdout) if t["source"] == "bash"}

@@ -1,4 +1,4 @@
-"""Fault injection against the real bash daemon (a subprocess on port 0) and the real loose-ends sink.
+"""Fault injection against the real bash daemon (a subprocess on port 0) and the real todo sink.
 
 Each test breaks one thing the daemon depends on — its own life (kill -9), the harness socket, the disk, a
 client's connection, a task that will not die — and checks what the agent would see afterwards: every task
@@ -12,7 +12,7 @@ import subprocess
 
 import psutil
 
-from common.outbox import JOURNAL_NAME, read_journal
+from common.todos.outbox import JOURNAL_NAME, read_journal
 from daemon_harness import wait_until
 from daemons_kit import BASH_DAEMON, task_processes
 from robust_kit import META, build_request, host_of, result_text
@@ -88,7 +88,7 @@ def test_harness_socket_gone_and_back_mid_run(bash_factory, sink_factory):
     wait_until(lambda: all(t["status"] == "done" for t in daemon.tasks() if t["id"] in during + [first["id"]]), 30,
                "the tasks to finish while the harness is away")
     assert daemon.call("status", id="during-0")["stdout"]["tail"] == "0\n", "status works without a harness"
-    journal = daemon.state_dir / "loose-ends" / "bash" / JOURNAL_NAME
+    journal = daemon.state_dir / "todos" / "bash" / JOURNAL_NAME
     assert read_journal(journal), "undelivered todos wait in the outbox"
 
     sink2 = sink_factory()  # the same socket path

@@ -1,5 +1,5 @@
 """A bounded load test on loopback: several clients mix run/status/kill/list against one real bash daemon (with
-the real loose-ends sink) for LOAD_SECONDS. At the end every task is accounted for (each id a run returned is
+the real todo sink) for LOAD_SECONDS. At the end every task is accounted for (each id a run returned is
 listed, in a terminal state), no task process survives, no todo still says a finished task is running, and the
 daemon's memory stayed roughly flat (RSS after warm-up against RSS at the end, with a generous bound).
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 
 from common.config import SubagentSettings
-from common.waiting import wait_for
+from todo_recorder import TodoRecorder
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # mock_messages_api, fake_claude
@@ -23,37 +22,6 @@ from mock_messages_api import MockMessagesServer, claude_env  # noqa: E402
 REPO = HERE.parent.parent
 CLAUDE = REPO / ".cache" / "npm" / "node_modules" / ".bin" / "claude"
 FAKE_CLAUDE = HERE / "fake_claude.py"
-
-
-class TodoRecorder:
-    """Stands in for common.loose_ends.LooseEnds (same duck type); tests wait on it with deadlines."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, dict[str, Any]]] = []
-        self.cond = threading.Condition()
-
-    def upsert(self, key: str, summary: str, body: str, data: dict | None = None) -> bool:
-        with self.cond:
-            self.events.append(("upsert", key, {"summary": summary, "body": body, "data": data}))
-            self.cond.notify_all()
-        return True
-
-    def clear(self, key: str) -> bool:
-        with self.cond:
-            self.events.append(("clear", key, {}))
-            self.cond.notify_all()
-        return True
-
-    def upserts(self, key: str) -> list[dict[str, Any]]:
-        with self.cond:
-            return [e[2] for e in self.events if e[0] == "upsert" and e[1] == key]
-
-    def wait_upserts(self, key: str, count: int = 1, seconds: float = 60.0) -> list[dict[str, Any]]:
-        with self.cond:
-            ok = wait_for(self.cond, lambda: len([e for e in self.events if e[0] == "upsert" and e[1] == key]) >= count, seconds)
-        found = self.upserts(key)
-        assert ok, f"no {count} todo(s) for {key!r} within {seconds}s; events: {self.events}"
-        return found
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """`hive-subagent-daemon` as a real process with the real claude CLI, driven by the real `hive-subagent` CLI
-and the official Python MCP client; todos reach the reference sink (`hive-loose-ends serve`); SIGTERM stops
+and the official Python MCP client; todos reach the reference sink (`hive-todos serve`); SIGTERM stops
 the running turns. Plus `list`/`log` straight from transcripts, and the exit codes."""
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ def test_start_runs_in_background_and_sends_one_todo(engine_factory, fake_claude
     assert "done here" in todo["body"] and 'continue(name="alpha"' in todo["body"]
     assert todo["data"]["outcome"]["cost_usd"] == pytest.approx(0.01)
     # clear first (the previous turn's todo is stale once a new turn starts), then exactly one upsert
-    assert [e[0] for e in todos.events if e[1] == "alpha"] == ["clear", "upsert"]
+    assert [c[0] for c in todos.for_key("alpha")] == ["clear", "upsert"]
     call = fake_log(tmp_path)[0]
     assert call["prompt"] == "FAKE:sleep=1 FAKE:reply=done here"
     argv = call["argv"]
@@ -274,7 +274,7 @@ def test_unrunnable_claude_bin_is_a_clear_error(engine_factory, fake_env, prompt
     engine, todos = engine_factory(str(tmp_path / "no-such-claude"), fake_env)
     with pytest.raises(SubagentError, match="cannot run claude_bin"):
         engine.start("nobin", str(prompt_file))
-    assert engine.running_names() == [] and todos.events == []
+    assert engine.running_names() == [] and todos.calls == []
 
 
 def test_parallel_starts_of_one_name_run_once(engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path):

@@ -164,7 +164,7 @@ def test_bad_inputs_are_clear_errors(engine_factory, claude_bin, real_env, promp
         result = tools.call(tool, json.loads(args))
         assert result.is_error and message in result.text, (tool, result.text)
         assert result.data["error"] == result.text
-    assert engine.running_names() == [] and todos.events == []
+    assert engine.running_names() == [] and todos.calls == []
     assert not (engine.sessions.project_dir.exists() and any(engine.sessions.project_dir.iterdir()))
 
 

@@ -1,5 +1,5 @@
-"""Fixtures for the loose-ends tests: short socket directories, the real `hive-loose-ends serve` as a
-subprocess, and an in-process fake harness for the misbehaviours the real sink never shows (slow, malformed,
+"""Fixtures for the todo tests: short socket directories, TodoDelivery instances, the real `hive-todos serve`
+as a subprocess, and an in-process fake harness for the misbehaviours the real sink never shows (slow, malformed,
 error replies, hanging up mid-reply)."""
 
 import json
@@ -8,7 +8,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -17,8 +16,10 @@ from typing import Any, Callable
 
 import pytest
 
+from common.todos.delivery import TodoDelivery
+from daemon_harness import TODOS_CLI
+
 REPO = Path(__file__).resolve().parents[2]
-SINK_BIN = Path(sys.executable).parent / "hive-loose-ends"
 
 
 def wait_on(cond: threading.Condition, predicate: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -38,7 +39,7 @@ def wait_on(cond: threading.Condition, predicate: Callable[[], Any], timeout: fl
 @pytest.fixture
 def short_dir():
     """A directory under /tmp whose paths stay well below the 108-byte Unix socket limit."""
-    path = Path(tempfile.mkdtemp(dir="/tmp", prefix="le-"))
+    path = Path(tempfile.mkdtemp(dir="/tmp", prefix="todos-"))
     yield path
     shutil.rmtree(path, ignore_errors=True)
 
@@ -53,7 +54,7 @@ class Sink:
         self.cond = threading.Condition()
         with open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(
-                [str(SINK_BIN), "serve", "--socket", str(socket_path), "--json"],
+                [*TODOS_CLI, "serve", "--socket", str(socket_path), "--json"],
                 stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, cwd=REPO,
             )
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -202,6 +203,18 @@ def fake_harness(short_dir):
 
 
 @pytest.fixture
-def wait():
-    """The condition wait above, for tests: wait(cond, predicate, timeout, what)."""
-    return wait_on
+def make_todos(short_dir):
+    """make(socket_path, source="bash", **knobs) -> TodoDelivery in short_dir/state; closed at teardown."""
+    made: list[TodoDelivery] = []
+
+    def make(socket_path: Path | None, source: str = "bash", **knobs: Any) -> TodoDelivery:
+        knobs.setdefault("backoff_initial", 0.01)
+        knobs.setdefault("backoff_max", 0.05)
+        todos = TodoDelivery(source, short_dir / "state", socket_path, **knobs)
+        made.append(todos)
+        return todos
+
+    yield make
+    for todos in made:
+        todos.close()
+

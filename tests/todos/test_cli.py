@@ -1,4 +1,4 @@
-"""The `hive-loose-ends` command: the reference sink as a real subprocess, the client commands through click's
+"""The `hive-todos` command: the reference sink as a real subprocess, the client commands through click's
 CliRunner against it, exit codes, messages, and the sink's answers to requests that break the protocol."""
 
 import json
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from common.loose_ends_cli import main
+from common.todos.cli import main
 
-SINK_BIN = Path(sys.executable).parent / "hive-loose-ends"
+SINK_BIN = Path(sys.executable).parent / "hive-todos"
 
 
 def run(*args: str, env: dict | None = None):
@@ -58,7 +58,7 @@ def test_list_says_clearly_when_the_socket_is_unreachable(short_dir):
     missing = short_dir / "nobody.sock"
     r = CliRunner().invoke(main, ["list", "--socket", str(missing)])
     assert r.exit_code == 2
-    assert f"cannot connect to {missing}" in r.output and "hive-loose-ends serve" in r.output
+    assert f"cannot connect to {missing}" in r.output and "hive-todos serve" in r.output
     r = CliRunner().invoke(main, ["list"], env={"HIVE_AGENT_SOCKET": None})
     assert r.exit_code == 2 and "--socket: required (or set HIVE_AGENT_SOCKET)" in r.output
     r = CliRunner().invoke(main, ["list", "--socket", "/tmp/" + "x" * 120])
@@ -78,7 +78,7 @@ def test_serve_prints_readable_changes_and_stops_cleanly_on_sigterm(short_dir):
                             stderr=subprocess.STDOUT, text=True)
     try:
         first = proc.stdout.readline()  # printed once it listens
-        assert first.startswith(f"hive-loose-ends: serving {path}"), first
+        assert first.startswith(f"hive-todos: serving {path}"), first
         r = run("upsert", "--socket", str(path), "--source", "bash", "--key", "t1", "--summary", "done exit=0",
                 "--body", "first line\nsecond line")
         assert r.exit_code == 0, r.output
@@ -159,18 +159,18 @@ def test_sink_refuses_a_line_over_the_limit(sink_factory):
 def test_help_teaches_the_commands_and_exit_codes():
     r = run("--help")
     assert r.exit_code == 0
-    for word in ("serve", "list", "upsert", "clear", "HIVE_AGENT_SOCKET", "harness-protocol.md", "Exit codes"):
+    for word in ("serve", "list", "upsert", "clear", "HIVE_AGENT_SOCKET", "todo-protocol.md", "Exit codes"):
         assert word in r.output
     assert "socket file is created 0600" in run("serve", "--help").output
 
 
 def test_serve_keeps_serving_when_its_output_is_closed(short_dir):
-    """`hive-loose-ends serve | head -1`: a broken stdout must stop the printing, not the socket."""
+    """`hive-todos serve | head -1`: a broken stdout must stop the printing, not the socket."""
     path = short_dir / "agent.sock"
     proc = subprocess.Popen([str(SINK_BIN), "serve", "--socket", str(path)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     try:
-        assert proc.stdout.readline().startswith(b"hive-loose-ends: serving")
+        assert proc.stdout.readline().startswith(b"hive-todos: serving")
         proc.stdout.close()
         for key in ("a", "b"):
             r = run("upsert", "--socket", str(path), "--source", "bash", "--key", key, "--summary", "s")
@@ -183,15 +183,15 @@ def test_serve_keeps_serving_when_its_output_is_closed(short_dir):
 
 
 def test_outbox_shows_what_waits_undelivered_without_touching_it(short_dir):
-    from common.loose_ends import LooseEnds
+    from common.todos.delivery import TodoDelivery
 
     state = short_dir / "state"
     for source, key, summary in (("bash", "t1", "done exit=0"), ("subagent", "review", "turn finished")):
-        le = LooseEnds(source, state, None)
+        le = TodoDelivery(source, state, None)
         le.upsert(key, summary, "body")
         le.close()
-    LooseEnds("bash", state, None).clear("t9")
-    journal = state / "loose-ends" / "bash" / "outbox.jsonl"
+    TodoDelivery("bash", state, None).clear("t9")
+    journal = state / "todos" / "bash" / "outbox.jsonl"
     before = journal.read_bytes()
     table = run("outbox", str(state))
     assert table.exit_code == 0, table.output

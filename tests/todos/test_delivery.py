@@ -1,7 +1,6 @@
-"""LooseEnds against the real reference sink (`hive-loose-ends serve` as a subprocess): delivery, the outbox
+"""TodoDelivery against the real reference sink (`hive-todos serve` as a subprocess): delivery, the outbox
 while the harness is down, a daemon killed with undelivered todos, and the upsert/clear coalescing rules."""
 
-import json
 import logging
 import os
 import signal
@@ -12,31 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from common.loose_ends import LooseEnds
-from common.outbox import JOURNAL_NAME, read_journal
+from common.todos.delivery import TodoDelivery
+from common.todos.outbox import JOURNAL_NAME, read_journal
+from daemon_harness import sink_todos
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def make_loose_ends(short_dir):
-    """make(socket_path, **knobs) -> LooseEnds for source "bash" in short_dir/state; closed at teardown."""
-    made = []
-
-    def make(socket_path, source="bash", **knobs):
-        knobs.setdefault("backoff_initial", 0.05)
-        knobs.setdefault("backoff_max", 0.5)
-        le = LooseEnds(source, short_dir / "state", socket_path, **knobs)
-        made.append(le)
-        return le
-
-    yield make
-    for le in made:
-        le.close()
-
-
 def outbox_dir(short_dir: Path, source: str = "bash") -> Path:
-    return short_dir / "state" / "loose-ends" / source
+    return short_dir / "state" / "todos" / source
 
 
 def outbox_keys(short_dir: Path) -> list[str]:
@@ -48,31 +31,24 @@ def outbox_message(short_dir: Path, key: str) -> dict:
     return read_journal(outbox_dir(short_dir) / JOURNAL_NAME)[key].message
 
 
-def list_todos(socket_path: Path) -> list[dict]:
-    out = subprocess.run([str(Path(sys.executable).parent / "hive-loose-ends"), "list", "--json", "--socket",
-                          str(socket_path)], capture_output=True, text=True, timeout=30)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
-
-
-def test_upsert_and_clear_reach_the_sink(sink_factory, make_loose_ends, short_dir):
+def test_upsert_and_clear_reach_the_sink(sink_factory, make_todos, short_dir):
     sink = sink_factory()
-    le = make_loose_ends(sink.socket_path)
+    le = make_todos(sink.socket_path)
     assert le.upsert("t1", "done exit=0", "Read(/h/t1.out)", {"exit_code": 0, "paths": ["/h/t1.out"]})
     assert le.flush(20)
-    [todo] = list_todos(sink.socket_path)
+    [todo] = sink_todos(sink.socket_path)
     assert (todo["source"], todo["key"], todo["summary"]) == ("bash", "t1", "done exit=0")
     assert todo["body"] == "Read(/h/t1.out)"
     assert todo["data"] == {"exit_code": 0, "paths": ["/h/t1.out"]}
     assert le.clear("t1") and le.flush(20)
-    assert list_todos(sink.socket_path) == []
+    assert sink_todos(sink.socket_path) == []
     assert sink.changes(2) == [("upsert", "t1", "done exit=0"), ("clear", "t1")]
     assert outbox_keys(short_dir) == [], "delivered todos must leave the outbox"
 
 
-def test_harness_down_at_completion_then_started_later_arrives_once(sink_factory, make_loose_ends, short_dir):
+def test_harness_down_at_completion_then_started_later_arrives_once(sink_factory, make_todos, short_dir):
     socket_path = short_dir / "agent.sock"
-    le = make_loose_ends(socket_path)
+    le = make_todos(socket_path)
     assert le.upsert("t1", "done exit=3", "Read(/h/t1.err)", {"exit_code": 3})
     assert not le.flush(0), "nothing listens: it cannot have been delivered"
     assert le.pending_keys() == ["t1"]
@@ -90,24 +66,23 @@ def test_harness_down_at_completion_then_started_later_arrives_once(sink_factory
     assert outbox_keys(short_dir) == []
 
 
-def test_a_new_todo_wakes_the_backoff_wait(sink_factory, make_loose_ends, short_dir, wait):
+def test_a_new_todo_wakes_the_backoff_wait(sink_factory, make_todos, short_dir):
     socket_path = short_dir / "agent.sock"
-    le = make_loose_ends(socket_path, backoff_initial=3600, backoff_max=3600)
+    le = make_todos(socket_path, backoff_initial=3600, backoff_max=3600)
     le.upsert("a", "first", "")
-    wait(le._cond, lambda: le.status()["last_error"], 20, "the first attempt to fail")
+    assert le.wait_until(lambda: le.status()["last_error"], 20), "the first attempt did not fail"
     sink = sink_factory(socket_path)
     le.upsert("b", "second", "")  # without the wake-up both would wait an hour
     sink.wait_event(lambda e: e.get("key") == "b", "todo b")
     assert sink.changes(2) == [("upsert", "a", "first"), ("upsert", "b", "second")]
 
 
-def test_close_wakes_the_backoff_wait_and_keeps_the_outbox(make_loose_ends, short_dir, wait):
-    le = make_loose_ends(short_dir / "nobody.sock", backoff_initial=3600, backoff_max=3600)
+def test_close_wakes_the_backoff_wait_and_keeps_the_outbox(make_todos, short_dir):
+    le = make_todos(short_dir / "nobody.sock", backoff_initial=3600, backoff_max=3600)
     le.upsert("a", "first", "")
-    wait(le._cond, lambda: le.status()["last_error"], 20, "the first attempt to fail")
+    assert le.wait_until(lambda: le.status()["last_error"], 20), "the first attempt did not fail"
     le.close(timeout=30)
-    assert not le._thread.is_alive()
-    assert le.status()["state"] == "closed"
+    assert le.status()["state"] == "closed" and not le.status()["thread_alive"]
     assert outbox_keys(short_dir) == ["a"]
     assert le.upsert("b", "after close", ""), "after close todos still go to the outbox, for the next start"
     assert outbox_keys(short_dir) == ["a", "b"]
@@ -116,8 +91,8 @@ def test_close_wakes_the_backoff_wait_and_keeps_the_outbox(make_loose_ends, shor
 DAEMON = """
 import sys
 from pathlib import Path
-from common.loose_ends import LooseEnds
-le = LooseEnds("bash", Path(sys.argv[1]), Path(sys.argv[2]), backoff_initial=3600)
+from common.todos.delivery import TodoDelivery
+le = TodoDelivery("bash", Path(sys.argv[1]), Path(sys.argv[2]), backoff_initial=3600)
 le.upsert("t1", "done exit=0", "Read(t1.out)", {"exit_code": 0})
 le.upsert("t2", "running", "")
 le.upsert("t2", "done exit=1", "Read(t2.err)", {"exit_code": 1})
@@ -128,7 +103,7 @@ sys.stdin.read()
 """
 
 
-def test_daemon_killed_with_undelivered_todos_then_restarted(sink_factory, make_loose_ends, short_dir):
+def test_daemon_killed_with_undelivered_todos_then_restarted(sink_factory, make_todos, short_dir):
     socket_path = short_dir / "agent.sock"
     child = subprocess.Popen([sys.executable, "-c", DAEMON, str(short_dir / "state"), str(socket_path)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=REPO)
@@ -140,17 +115,17 @@ def test_daemon_killed_with_undelivered_todos_then_restarted(sink_factory, make_
     assert outbox_keys(short_dir) == ["t1", "t2", "t3"]
 
     sink = sink_factory(socket_path)
-    le = make_loose_ends(socket_path)
+    le = make_todos(socket_path)
     assert le.flush(20)
     # In the order of their last change; t2 only in its newest state. t3's upsert never went out, but the
     # killed process may have sent an earlier one, so its clear is sent, never its upsert.
     assert sink.changes(3) == [("upsert", "t1", "done exit=0"), ("upsert", "t2", "done exit=1"), ("clear", "t3")]
-    assert [(t["key"], t["data"]) for t in list_todos(socket_path)] == [("t1", {"exit_code": 0}), ("t2", {"exit_code": 1})]
+    assert [(t["key"], t["data"]) for t in sink_todos(socket_path)] == [("t1", {"exit_code": 0}), ("t2", {"exit_code": 1})]
     assert outbox_keys(short_dir) == []
 
 
-def test_outbox_holds_the_newest_state_of_each_key(make_loose_ends, short_dir):
-    le = make_loose_ends(None)
+def test_outbox_holds_the_newest_state_of_each_key(make_todos, short_dir):
+    le = make_todos(None)
     for n in range(50):
         le.upsert("busy", f"step {n}", f"body {n}", {"n": n})
     assert outbox_keys(short_dir) == ["busy"]
@@ -158,9 +133,9 @@ def test_outbox_holds_the_newest_state_of_each_key(make_loose_ends, short_dir):
     assert message["summary"] == "step 49" and message["data"] == {"n": 49}
 
 
-def test_the_journal_is_rewritten_when_it_grows_and_keeps_what_is_pending(make_loose_ends, short_dir, monkeypatch):
-    monkeypatch.setattr("common.outbox.COMPACT_MIN_LINES", 8)
-    le = make_loose_ends(None)
+def test_the_journal_is_rewritten_when_it_grows_and_keeps_what_is_pending(make_todos, short_dir, monkeypatch):
+    monkeypatch.setattr("common.todos.outbox.COMPACT_MIN_LINES", 8)
+    le = make_todos(None)
     for key in ("k0", "k1", "k2"):
         le.upsert(key, f"todo {key}", "")
     for n in range(200):
@@ -176,10 +151,10 @@ def test_the_journal_is_rewritten_when_it_grows_and_keeps_what_is_pending(make_l
     assert sorted(p.name for p in outbox_dir(short_dir).iterdir()) == [JOURNAL_NAME], "no temp file left behind"
 
 
-def test_clear_of_a_key_the_harness_knows_nothing_of_sends_nothing(sink_factory, make_loose_ends, short_dir):
+def test_clear_of_a_key_the_harness_knows_nothing_of_sends_nothing(sink_factory, make_todos, short_dir):
     socket_path = short_dir / "agent.sock"
     sink = sink_factory(socket_path)
-    le = make_loose_ends(socket_path)
+    le = make_todos(socket_path)
     le.upsert("k", "v1", "")
     le.clear("k")
     assert le.flush(20)  # the clear is acknowledged: this process now knows the harness holds nothing for k
@@ -193,10 +168,10 @@ def test_clear_of_a_key_the_harness_knows_nothing_of_sends_nothing(sink_factory,
     assert sink2.changes(1) == [("upsert", "sentinel", "s")]
 
 
-def test_clear_after_a_delivered_upsert_is_still_sent(sink_factory, make_loose_ends, short_dir):
+def test_clear_after_a_delivered_upsert_is_still_sent(sink_factory, make_todos, short_dir):
     socket_path = short_dir / "agent.sock"
     sink = sink_factory(socket_path)
-    le = make_loose_ends(socket_path)
+    le = make_todos(socket_path)
     le.upsert("k", "v1", "")
     assert le.flush(20)
     assert sink.stop() == 0
@@ -209,9 +184,9 @@ def test_clear_after_a_delivered_upsert_is_still_sent(sink_factory, make_loose_e
     assert sink2.changes(1) == [("clear", "k")]
 
 
-def test_no_socket_keeps_todos_in_the_outbox_and_the_log(make_loose_ends, short_dir, caplog):
-    caplog.set_level(logging.DEBUG, logger="common.loose_ends")
-    le = make_loose_ends(None)
+def test_no_socket_keeps_todos_in_the_outbox_and_the_log(make_todos, short_dir, caplog):
+    caplog.set_level(logging.DEBUG, logger="common.todos.delivery")
+    le = make_todos(None)
     assert le.upsert("t1", "done exit=0", "Read(x)")
     assert le.flush(5) is False  # answers at once: nothing can be delivered
     assert outbox_keys(short_dir) == ["t1"]
@@ -232,23 +207,23 @@ def test_no_socket_keeps_todos_in_the_outbox_and_the_log(make_loose_ends, short_
         (("k", "s", "x" * (1024 * 1024 + 1)), "at most 1048576"),
     ],
 )
-def test_bad_todos_are_refused_with_a_log_never_raised(make_loose_ends, short_dir, caplog, args, rule):
-    le = make_loose_ends(None)
+def test_bad_todos_are_refused_with_a_log_never_raised(make_todos, short_dir, caplog, args, rule):
+    le = make_todos(None)
     assert le.upsert(*args) is False
     assert rule in caplog.text
     assert le.pending_keys() == [] and outbox_keys(short_dir) == []
     assert le.clear("../etc") is False
 
 
-def test_summary_line_breaks_are_folded(make_loose_ends):
-    le = make_loose_ends(None)
+def test_summary_line_breaks_are_folded(make_todos):
+    le = make_todos(None)
     assert le.upsert("k", "two\nlines", "body\nstays")
-    message = le._pending["k"].message
+    message = le.pending_message("k")
     assert (message["summary"], message["body"]) == ("two lines", "body\nstays")
 
 
-def test_unreadable_outbox_lines_are_skipped_and_the_rest_delivered(sink_factory, make_loose_ends, short_dir, caplog):
-    first = make_loose_ends(None)
+def test_unreadable_outbox_lines_are_skipped_and_the_rest_delivered(sink_factory, make_todos, short_dir, caplog):
+    first = make_todos(None)
     first.upsert("good", "kept", "")
     first.upsert("lost", "its source does not match", "")
     first.close()
@@ -258,7 +233,7 @@ def test_unreadable_outbox_lines_are_skipped_and_the_rest_delivered(sink_factory
     text = text.replace('"key": "lost", "source": "bash"', '"key": "lost", "source": "other"')
     journal.write_text(text + '["not", "an", "entry"]\n{"seq": 9, "key": "torn", "mess')  # a power cut mid-write
     sink = sink_factory()
-    le = make_loose_ends(sink.socket_path)
+    le = make_todos(sink.socket_path)
     assert le.flush(20)
     assert sink.changes(1) == [("upsert", "good", "kept")]
     assert outbox_keys(short_dir) == []
@@ -266,57 +241,42 @@ def test_unreadable_outbox_lines_are_skipped_and_the_rest_delivered(sink_factory
     assert "the entry for 'lost' is unusable" in caplog.text
 
 
-def test_the_file_per_key_outbox_of_earlier_versions_is_folded_in(sink_factory, make_loose_ends, short_dir):
-    """An upgrade: `<key>.json` files (outbox version 1) are read once, delivered, and removed."""
-    directory = outbox_dir(short_dir)
-    directory.mkdir(parents=True, mode=0o700)
-    old = {"op": "todo.upsert", "source": "bash", "key": "old", "summary": "from the old outbox", "body": "", "data": None}
-    (directory / "old.json").write_text(json.dumps({"version": 1, "seq": 4, "message": old}))
-    (directory / "broken.json").write_text("{not json")
-    (directory / ".old.abc.tmp").write_text("half a write")
-    sink = sink_factory()
-    le = make_loose_ends(sink.socket_path)
-    assert le.upsert("new", "after the upgrade", "") and le.flush(20)
-    assert sink.changes(2) == [("upsert", "old", "from the old outbox"), ("upsert", "new", "after the upgrade")]
-    assert sorted(p.name for p in directory.iterdir()) == ["broken.json.corrupt", JOURNAL_NAME]
-
-
-def test_two_sources_share_a_state_dir_without_mixing(sink_factory, make_loose_ends, short_dir):
-    bash = make_loose_ends(None, source="bash")
-    sub = make_loose_ends(None, source="subagent")
+def test_two_sources_share_a_state_dir_without_mixing(sink_factory, make_todos, short_dir):
+    bash = make_todos(None, source="bash")
+    sub = make_todos(None, source="subagent")
     bash.upsert("same", "from bash", "")
     sub.upsert("same", "from subagent", "")
     bash.close(), sub.close()
     sink = sink_factory()
-    again = [make_loose_ends(sink.socket_path, source=s) for s in ("bash", "subagent")]
+    again = [make_todos(sink.socket_path, source=s) for s in ("bash", "subagent")]
     assert all(le.flush(20) for le in again)
-    assert sorted((t["source"], t["summary"]) for t in list_todos(sink.socket_path)) == [
+    assert sorted((t["source"], t["summary"]) for t in sink_todos(sink.socket_path)) == [
         ("bash", "from bash"), ("subagent", "from subagent")]
 
 
 def test_a_bad_source_is_a_startup_error(short_dir):
     with pytest.raises(ValueError, match="source"):
-        LooseEnds("Bash!", short_dir / "state", None)
+        TodoDelivery("Bash!", short_dir / "state", None)
 
 
-def test_an_unusable_state_dir_keeps_todos_in_memory(make_loose_ends, short_dir, caplog):
+def test_an_unusable_state_dir_keeps_todos_in_memory(make_todos, short_dir, caplog):
     (short_dir / "state").write_text("a file where the state directory should be")
-    le = make_loose_ends(None)
+    le = make_todos(None)
     assert le.upsert("k", "s", "")
     assert le.pending_keys() == ["k"]
     assert "kept in memory only" in caplog.text
     assert os.path.isfile(short_dir / "state")
 
 
-def test_the_minimal_harness_in_the_protocol_doc_works(make_loose_ends, short_dir):
+def test_the_minimal_harness_in_the_protocol_doc_works(make_todos, short_dir):
     """The doc promises a harness author can start from its example: run it, and deliver to it."""
-    doc = (REPO / "docs" / "harness-protocol.md").read_text()
+    doc = (REPO / "docs" / "todo-protocol.md").read_text()
     example = doc.split("```python\n", 1)[1].split("```", 1)[0]
     socket_path = short_dir / "doc.sock"
     proc = subprocess.Popen([sys.executable, "-c", example], env=dict(os.environ, HIVE_AGENT_SOCKET=str(socket_path)),
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        le = make_loose_ends(socket_path)
+        le = make_todos(socket_path)
         le.upsert("t1", "done", "")
         le.upsert("t2", "done", "")
         le.clear("t1")
@@ -329,16 +289,16 @@ def test_the_minimal_harness_in_the_protocol_doc_works(make_loose_ends, short_di
     assert b"Traceback" not in proc.stderr.read()
 
 
-def test_a_large_outbox_is_read_back_whole(make_loose_ends, short_dir):
+def test_a_large_outbox_is_read_back_whole(make_todos, short_dir):
     """Thousands of undelivered todos (a harness away for long): the journal of several MiB is rewritten at
     start and every entry comes back, newest state per key, in order."""
-    first = make_loose_ends(None)
+    first = make_todos(None)
     body = "b" * 2000
     for n in range(3000):
         first.upsert(f"task-{n}", f"done {n}", body, {"n": n})
     first.close()
     assert (outbox_dir(short_dir) / JOURNAL_NAME).stat().st_size > 6 * 2**20
-    again = make_loose_ends(None)
+    again = make_todos(None)
     keys = again.pending_keys()
     assert len(keys) == 3000 and keys[:2] == ["task-0", "task-1"] and keys[-1] == "task-2999"
-    assert again._pending["task-1234"].message["data"] == {"n": 1234}
+    assert again.pending_message("task-1234")["data"] == {"n": 1234}

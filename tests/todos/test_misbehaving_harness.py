@@ -1,4 +1,4 @@
-"""LooseEnds against harnesses that misbehave (an in-process fake; see FakeHarness for why): slow replies never
+"""TodoDelivery against harnesses that misbehave (an in-process fake; see FakeHarness for why): slow replies never
 reach the caller, malformed or error replies count as not delivered, and per-key order survives concurrency
 and retries."""
 
@@ -7,32 +7,14 @@ import threading
 
 import pytest
 
-from common.loose_ends import LooseEnds
-
 OK = b'{"ok":true}\n'
-
-
-@pytest.fixture
-def make_loose_ends(short_dir):
-    made = []
-
-    def make(socket_path, **knobs):
-        knobs.setdefault("backoff_initial", 0.01)
-        knobs.setdefault("backoff_max", 0.05)
-        le = LooseEnds("bash", short_dir / "state", socket_path, **knobs)
-        made.append(le)
-        return le
-
-    yield make
-    for le in made:
-        le.close()
 
 
 def summary_or_op(request: dict) -> tuple:
     return (request["op"], request["key"], request.get("summary"))
 
 
-def test_a_slow_harness_never_slows_the_caller(fake_harness, make_loose_ends, wait):
+def test_a_slow_harness_never_slows_the_caller(fake_harness, make_todos):
     release = threading.Event()
     blocked = []
 
@@ -43,7 +25,7 @@ def test_a_slow_harness_never_slows_the_caller(fake_harness, make_loose_ends, wa
         return OK
 
     harness = fake_harness(behave)
-    le = make_loose_ends(harness.path, timeout=120)
+    le = make_todos(harness.path, timeout=120)
     try:
         assert le.upsert("a", "running", "")
         harness.wait_requests(1)  # the delivery thread is now stuck in the exchange
@@ -78,19 +60,19 @@ BAD_REPLIES = {
 
 
 @pytest.mark.parametrize("bad", list(BAD_REPLIES), ids=list(BAD_REPLIES))
-def test_a_malformed_or_error_reply_counts_as_not_delivered(fake_harness, make_loose_ends, bad):
+def test_a_malformed_or_error_reply_counts_as_not_delivered(fake_harness, make_todos, bad):
     harness = fake_harness(lambda n, request: BAD_REPLIES[bad] if n == 0 else OK)
-    le = make_loose_ends(harness.path)
+    le = make_todos(harness.path)
     assert le.upsert("t1", "done exit=0", "Read(x)")
     assert le.flush(20)
     assert [summary_or_op(r) for r in harness.requests] == [("todo.upsert", "t1", "done exit=0")] * 2
     assert le.status()["last_error"]
 
 
-def test_a_reply_that_never_comes_times_out_and_is_retried(fake_harness, make_loose_ends):
+def test_a_reply_that_never_comes_times_out_and_is_retried(fake_harness, make_todos):
     never = threading.Event()
     harness = fake_harness(lambda n, request: OK if n > 0 or never.wait(60) else OK)
-    le = make_loose_ends(harness.path, timeout=0.2)
+    le = make_todos(harness.path, timeout=0.2)
     try:
         assert le.upsert("t1", "done", "")
         assert le.flush(20)
@@ -100,12 +82,12 @@ def test_a_reply_that_never_comes_times_out_and_is_retried(fake_harness, make_lo
     assert "no reply" in le.status()["last_error"]
 
 
-def test_a_refused_todo_does_not_hold_back_the_other_keys(fake_harness, make_loose_ends, wait):
+def test_a_refused_todo_does_not_hold_back_the_other_keys(fake_harness, make_todos):
     harness = fake_harness(lambda n, r: b'{"ok":false,"error":"no"}\n' if r["key"] == "stuck" else OK)
-    le = make_loose_ends(harness.path)
+    le = make_todos(harness.path)
     le.upsert("stuck", "refused", "")
     le.upsert("other", "fine", "")
-    wait(le._cond, lambda: le.pending_keys() == ["stuck"], 20, "the other key to be delivered")
+    assert le.wait_until(lambda: le.pending_keys() == ["stuck"], 20), "the other key was not delivered"
     assert [r["key"] for r in harness.applied] == ["other"]
     assert [r["key"] for r in harness.requests][:2] == ["stuck", "other"]
 
@@ -124,7 +106,7 @@ def expected_and_check(issued: list[tuple], applied: list[tuple]) -> None:
         assert not folded or folded[-1] == final, f"clear lost: {folded}"
 
 
-def test_per_key_order_survives_concurrency_and_retries(fake_harness, make_loose_ends):
+def test_per_key_order_survives_concurrency_and_retries(fake_harness, make_todos):
     rng = random.Random(4)
     lock = threading.Lock()
 
@@ -140,7 +122,7 @@ def test_per_key_order_survives_concurrency_and_retries(fake_harness, make_loose
         return OK
 
     harness = fake_harness(behave)
-    le = make_loose_ends(harness.path, timeout=5)
+    le = make_todos(harness.path, timeout=5)
     issued: dict[str, list[tuple]] = {}
 
     def producer(t: int) -> None:
@@ -172,10 +154,10 @@ def test_per_key_order_survives_concurrency_and_retries(fake_harness, make_loose
 
 
 @pytest.mark.parametrize("while_on_the_wire", [["clear"], ["upsert", "clear"]], ids=["clear", "upsert-then-clear"])
-def test_a_clear_while_its_upsert_is_on_the_wire_is_still_sent(fake_harness, make_loose_ends, while_on_the_wire):
+def test_a_clear_while_its_upsert_is_on_the_wire_is_still_sent(fake_harness, make_todos, while_on_the_wire):
     release = threading.Event()
     harness = fake_harness(lambda n, request: OK if n != 2 or release.wait(60) else OK)
-    le = make_loose_ends(harness.path, timeout=120)
+    le = make_todos(harness.path, timeout=120)
     le.upsert("k", "v0", "")
     assert le.flush(20)
     le.clear("k")
