@@ -136,7 +136,7 @@ class Engine:
                  wait_cap: float = WAIT_CAP_SECONDS, env: dict[str, str] | None = None,
                  clock: Callable[[], float] = time.monotonic):
         self.settings = settings
-        self.store = TaskStore(settings.state_dir)
+        self.store = TaskStore(settings.state_dir, fsync=settings.fsync, fsync_window=settings.fsync_window)
         self.records = RecordWriter(self.store)
         self.todos = todos or NoTodos()
         self.subreaper = subreaper
@@ -236,6 +236,7 @@ class Engine:
             stop_processes(procs, force=True, deadline=time.monotonic() + 0.5)
         self.reaper.reap(self._our_markers)
         self._flush_todos()
+        self.store.flusher.close()
         self._wake.ring()
 
     # ----- run ----------------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """Task records and output files on disk: `<state>/bash-tasks/<id>.{out,err,json}`.
 
 - Directories are 0700 and files 0600: task output can hold secrets.
-- A record is replaced atomically at every change of state: written to a temp file, fsync'ed, renamed over
-  the old one. A crash leaves either the old record or the new one, never a torn one. (The directory itself
-  is not fsync'ed: after a power cut the worst case is the previous, still consistent, record.)
+- A record is replaced atomically at every change of state: written to a temp file, renamed over the old
+  one. A crash leaves either the old record or the new one, never a torn one. When it reaches the disk (at
+  once, or in the next group flush a few ms later) is the `Flusher`'s business (common/durability.py).
 - Every write of one task id goes through `RecordWriter`, which orders them (see there for who writes
   which record when, and what a crash at each point leaves on disk).
 - Output files are written by the task's own processes (the daemon only opens them), so nothing is lost
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common.durability import ALWAYS, Flusher
 from common.names import check_name
 from common.terminal_text import readable
 
@@ -57,15 +58,20 @@ def _utf8_start(data: bytes) -> int:
 
 
 def read_tail(path: Path, limit: int) -> Tail:
-    """The last `limit` bytes of `path` (fewer when cut at a character boundary). A missing file is empty."""
+    """The last `limit` bytes of `path` (fewer when cut at a character boundary). A missing file is empty.
+
+    Plain descriptor calls: Python's buffered `open()` adds an ioctl, two lseeks and an fstat to every read,
+    and each syscall of a request thread waits for the GIL again under load."""
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            start = max(0, size - limit)
-            f.seek(start)
-            data = f.read(limit)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         return Tail(str(path), "", 0, 0, 0)
+    try:
+        size = os.fstat(fd).st_size
+        start = max(0, size - limit)
+        data = os.pread(fd, limit, start) if size else b""
+    finally:
+        os.close(fd)
     size = max(size, start + len(data))  # the file may have grown between fstat and read
     if start > 0:
         data = data[_utf8_start(data):]
@@ -90,12 +96,13 @@ def _open_append(path: str) -> int:
 class TaskStore:
     """The `bash-tasks` directory: one record and two output files per task id."""
 
-    def __init__(self, state_dir: Path):
+    def __init__(self, state_dir: Path, fsync: str = ALWAYS, fsync_window: float = 0.0):
         self.state_dir = Path(state_dir).absolute()
         self.dir = self.state_dir / "bash-tasks"
         for d in (self.state_dir, self.dir):
             d.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
         os.chmod(self.dir, DIR_MODE)
+        self.flusher = Flusher(self.dir, fsync, fsync_window)
 
     def path(self, task_id: str, kind: str) -> Path:
         """`kind` is out, err or json. The id is checked against the name rule before it touches a path."""
@@ -146,7 +153,7 @@ class TaskStore:
         return out, err
 
     def save(self, task: Task) -> None:
-        """Replace the task's record atomically: temp file, fsync, rename."""
+        """Replace the task's record atomically: temp file, rename (flushed to disk per the flusher's mode)."""
         self.save_dict(task.id, record_of(task))
 
     def save_dict(self, task_id: str, record: dict) -> None:
@@ -158,10 +165,12 @@ class TaskStore:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
         try:
             os.write(fd, payload)
-            os.fsync(fd)
-        finally:
+            self.flusher.before_rename(fd)
+            os.replace(tmp, final)
+        except BaseException:
             os.close(fd)
-        os.replace(tmp, final)
+            raise
+        self.flusher.release(fd)
 
     def load_all(self) -> list[Task]:
         """Every readable record, in submission order. Torn temp files are removed; a record that cannot be
@@ -236,8 +245,9 @@ class RecordWriter:
       saying the task was running when it found any (Engine.start);
     - until the terminal record's rename: the running record -> `interrupted` at the next start;
     - after it: the terminal record, which is what every inline answer said.
-    A power cut leaves, per task, one of these records as it was fsync'ed (never a torn one); the task's
-    processes died with the machine.
+    A power cut leaves, per task, one of these records as it last reached the disk (`--fsync always`: the
+    last one written; `batched`: possibly one written up to a flush window earlier); the task's processes died
+    with the machine.
 
     Ownership: a record is written only for the task that currently owns its id (`own`). A reused name or a
     pruned task changes the owner, which waits for a write of the id in progress, so a late write of a
@@ -276,7 +286,7 @@ class RecordWriter:
         return True
 
     def save_now(self, task_id: str, owner: object, record: dict) -> None:
-        """Write `record` (temp, fsync, rename) unless `owner` no longer owns the id. Raises OSError."""
+        """Write `record` (temp, rename) unless `owner` no longer owns the id. Raises OSError."""
         with self._cond:
             while task_id in self._busy:
                 self._cond.wait()

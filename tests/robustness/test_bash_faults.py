@@ -74,6 +74,25 @@ def test_kill_9_with_running_and_pending_tasks_then_restart(bash_factory, sink_f
     assert daemon.call("run", cmd="echo fine", wait_seconds=20)["status"] == "done"
 
 
+def test_kill_9_right_after_the_answers_with_batched_flushes(bash_factory):
+    """With records flushed to disk in the background (the default), a kill -9 the moment the answers are in
+    loses nothing: after a restart every task is known with the result it was answered with, and its output."""
+    daemon = bash_factory("--fsync", "batched", "--fsync-window", "5", socket=False)  # no flush before the kill
+    answers = {f"b{i:02d}": daemon.call("run", cmd=f"echo out-{i}; exit {i % 3}", name=f"b{i:02d}", wait_seconds=30)
+               for i in range(20)}
+    daemon.call("run", cmd="exec sleep 300", name="long", wait_seconds=0)
+    assert {a["status"] for a in answers.values()} == {"done"}
+    daemon.kill9()
+    daemon.start()
+    tasks = {t["id"]: t for t in daemon.tasks()}
+    assert set(tasks) == set(answers) | {"long"}
+    assert tasks["long"]["status"] == "interrupted"
+    for task_id, answer in answers.items():
+        status = daemon.call("status", id=task_id)
+        assert (status["status"], status["exit_code"]) == ("done", answer["exit_code"])
+        assert status["stdout"]["tail"] == answer["stdout"]["tail"] == f"out-{int(task_id[1:])}\n"
+
+
 def test_harness_socket_gone_and_back_mid_run(bash_factory, sink_factory):
     """The sink dies while tasks run: tool calls keep working, completions wait in the outbox, and when a
     sink listens on the socket again they reach it (each once), newest state per task."""

@@ -1,0 +1,151 @@
+"""When a file written on a call's path reaches the disk: at once (`always`), or in group flushes (`batched`).
+
+What a crash of the daemon (kill -9, an exception) must not lose is already safe once `write(2)` and
+`rename(2)` have returned: the data is in the kernel's page cache, and the next start reads it back. An fsync
+only protects against a power loss or a kernel crash, which also ends every process a task started. So by
+default a file written on the path of a call is handed to one background thread, which flushes everything
+handed to it within `window` seconds in one batch (fdatasync of each file, then fsync of their directory, so
+the renames are on disk too), the way databases offer group commit. `always` fsyncs each file before it is
+renamed into place and before the call goes on, as every write used to; the directory is then not fsync'ed
+(a power cut leaves the previous, consistent record).
+
+Both modes keep a file's descriptor open until it is flushed, so the flush reaches the inode that was written
+even if its name has been replaced or removed since.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Callable
+
+log = logging.getLogger(__name__)
+
+ALWAYS, BATCHED = "always", "batched"
+MODES = (BATCHED, ALWAYS)
+
+
+class Flusher:
+    """Owns descriptors of files written and renamed into place; gets them onto the disk per `mode`.
+
+    Writers call `before_rename(fd)` once the data is written, rename, then `release(fd)` (never close it
+    themselves). `sync` is the flush of one file (a seam for tests: they observe which files were flushed
+    when, rather than timing the disk)."""
+
+    def __init__(self, directory: str | os.PathLike, mode: str = ALWAYS, window: float = 0.02,
+                 sync: Callable[[int], None] | None = None):
+        if mode not in MODES:
+            raise ValueError(f"fsync: must be one of {', '.join(MODES)}, not {mode!r}")
+        self.directory = os.fspath(directory)
+        self.mode = mode
+        self.window = window
+        self.sync = sync or (os.fsync if mode == ALWAYS else os.fdatasync)
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._batch: list[int] = []
+        self._oldest = 0.0  # monotonic time the first descriptor of the batch was handed over
+        self._idle = False  # the thread waits for work: the next hand-over must wake it
+        self._closing = False
+        self._flushed = threading.Condition(self._lock)
+        self._handed = 0  # files released in `batched` mode so far
+        self._flushed_upto = 0  # of those, how many are on the disk (what `wait_flushed` watches)
+        self._thread: threading.Thread | None = None
+
+    def before_rename(self, fd: int) -> None:
+        """The file's data is written; in `always` mode it is flushed now, before its name is published."""
+        if self.mode == ALWAYS:
+            self.sync(fd)
+
+    def release(self, fd: int) -> None:
+        """The file is renamed into place: close it (`always`), or queue it for the next group flush."""
+        if self.mode == ALWAYS:
+            os.close(fd)
+            return
+        with self._lock:
+            self._handed += 1
+            if self._closing:  # shutting down: no thread will take it any more
+                self._flush_now([fd])
+                self._flushed_upto = self._handed
+                return
+            if not self._batch:
+                self._oldest = time.monotonic()
+            self._batch.append(fd)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="fsync-flusher", daemon=True)
+                self._thread.start()
+            elif self._idle:  # one wake-up per batch, not per file
+                self._idle = False
+                self._wake.notify()
+
+    def wait_flushed(self, timeout: float) -> bool:
+        """Block until every file released before this call is on the disk; False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            target = self._handed
+            while self._flushed_upto < target:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._flushed.wait(left)
+        return True
+
+    def close(self) -> None:
+        """Flush what is queued and stop the thread (the daemon is stopping)."""
+        with self._lock:
+            self._closing = True
+            self._idle = False
+            self._wake.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join(30)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._batch and not self._closing:
+                    # Stay awake one window more before going idle: while calls keep coming, none of them
+                    # has to wake this thread (a wake-up on a call's path is a GIL hand-off there).
+                    self._wake.wait(self.window)
+                while not self._batch and not self._closing:
+                    self._idle = True
+                    self._wake.wait()
+                self._idle = False
+                closing = self._closing
+                wait = self._oldest + self.window - time.monotonic()
+            if wait > 0 and not closing:
+                time.sleep(wait)  # collect the batch: every file handed over meanwhile shares its flush
+            with self._lock:
+                batch, self._batch = self._batch, []
+                upto = self._handed
+            self._flush_now(batch)
+            with self._lock:
+                self._flushed_upto = upto
+                self._flushed.notify_all()
+                if closing and not self._batch:
+                    return
+
+    def _flush_now(self, fds: list[int]) -> None:
+        for fd in fds:
+            try:
+                self.sync(fd)
+            except OSError as exc:  # the data stays in the page cache; a crash of the daemon loses nothing
+                log.error("cannot flush a written file to disk: %s", exc.strerror or exc)
+            finally:
+                os.close(fd)
+        if fds:
+            self._sync_directory()
+
+    def _sync_directory(self) -> None:
+        try:
+            fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            log.error("cannot open %s to flush its entries: %s", self.directory, exc.strerror or exc)
+            return
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            log.error("cannot flush the entries of %s: %s", self.directory, exc.strerror or exc)
+        finally:
+            os.close(fd)

@@ -1,0 +1,93 @@
+"""When task records reach the disk: before the answer (`--fsync always`), or in a group flush soon after it
+(`batched`). Observed through the flusher's `sync` seam (which file was flushed holding what, and when
+relative to the answer), never by timing the disk."""
+
+import json
+import os
+import threading
+
+import pytest
+
+from common.durability import ALWAYS, BATCHED, Flusher
+
+
+class SyncRecorder:
+    """Stands in for os.fsync/os.fdatasync: records the record each flushed descriptor holds, then flushes it."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.flushed: list[dict] = []
+
+    def __call__(self, fd: int) -> None:
+        with open(f"/proc/self/fd/{fd}", "rb") as inode:  # the writer's descriptor is write-only
+            record = json.loads(inode.read())
+        with self.lock:
+            self.flushed.append(record)
+        os.fdatasync(fd)
+
+    def states(self, task_id: str) -> list[str]:
+        with self.lock:
+            return [r["state"] for r in self.flushed if r["id"] == task_id]
+
+
+def _recording(engine) -> SyncRecorder:
+    recorder = SyncRecorder()
+    engine.store.flusher.sync = recorder
+    return recorder
+
+
+def test_always_flushes_every_record_before_the_answer(make_engine):
+    engine = make_engine(fsync=ALWAYS)
+    recorder = _recording(engine)
+    outcome = engine.run("echo hi", wait_seconds=30)
+    task_id = outcome.view.task.id
+    assert outcome.view.task.state == "done"
+    # Both records the answer depends on were on the disk when run() returned: the pending one (before the
+    # spawn) and the terminal one.
+    states = recorder.states(task_id)
+    assert states[0] == "pending" and states[-1] == "done", states
+
+
+def test_batched_answers_first_and_flushes_every_record_within_the_window(make_engine):
+    engine = make_engine(fsync=BATCHED, fsync_window=0.02)
+    recorder = _recording(engine)
+    ids = [engine.run(f"echo {i}", wait_seconds=30).view.task.id for i in range(5)]
+    # Each record is in the page cache (readable) the moment the answer is given...
+    for task_id in ids:
+        assert json.loads(engine.store.path(task_id, "json").read_bytes())["state"] == "done"
+    # ...and every one reaches the disk in a group flush.
+    assert engine.store.flusher.wait_flushed(10)
+    for task_id in ids:
+        assert recorder.states(task_id)[-1] == "done" and "pending" in recorder.states(task_id)
+
+
+def test_batched_flushes_what_is_queued_at_shutdown(tmp_path):
+    flusher = Flusher(tmp_path, BATCHED, window=60)  # a window that would outlast the test
+    recorder = SyncRecorder()
+    flusher.sync = recorder
+    fd = os.open(tmp_path / "r.json", os.O_WRONLY | os.O_CREAT, 0o600)
+    os.write(fd, b'{"id": "r", "state": "done"}')
+    flusher.before_rename(fd)
+    assert recorder.flushed == [], "batched: nothing is flushed on the writer's path"
+    flusher.release(fd)
+    flusher.close()
+    assert recorder.states("r") == ["done"]
+    assert flusher.wait_flushed(0)
+
+
+def test_a_failing_flush_is_logged_and_the_descriptor_closed(tmp_path, caplog):
+    def broken(fd):
+        raise OSError(5, "Input/output error")
+
+    flusher = Flusher(tmp_path, BATCHED, window=0, sync=broken)
+    fd = os.open(tmp_path / "r.json", os.O_WRONLY | os.O_CREAT, 0o600)
+    flusher.release(fd)
+    assert flusher.wait_flushed(10)
+    with pytest.raises(OSError):
+        os.fstat(fd)  # closed by the flusher
+    assert "Input/output error" in caplog.text
+
+
+def test_unknown_mode_is_refused_naming_the_knob(tmp_path):
+    with pytest.raises(ValueError, match="fsync: must be one of batched, always"):
+        Flusher(tmp_path, "sometimes")
