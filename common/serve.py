@@ -113,12 +113,15 @@ class _Stopper:
                 os.kill(os.getpid(), signal.SIGTERM)  # wakes the main loop's select with EINTR; the handler exits it
 
 
-# Bytes a response may hold before the request thread writes it to the socket itself. waitress 3 defaults to
-# 1: the thread sends the header and the body with a syscall each, and each syscall hands the GIL to another
-# thread and waits to get it back (scripts/bench.py throughput: ~0.1 ms of daemon CPU a call). Above every
-# answer's size, the whole response goes out in one send from the serving loop, which waitress wakes at the
-# end of every request anyway. waitress calls the option deprecated but keeps it in 3.x (setup.cfg: < 4).
-SEND_BYTES = 256 * 1024
+# Bytes a response may hold before the request thread writes it to the socket itself. Below a response's
+# header (~125-250 bytes) and above it with any body: the header waits, and the header and body then leave in
+# one send from the request thread. waitress 3 defaults to 1 (a send for the header, one for the body: each
+# syscall hands the GIL to another thread and waits to get it back); far above every answer's size, the
+# serving loop sends instead, and the answer then waits for that thread to be woken and scheduled, a hand-off
+# on every call's path (scripts/bench.py, run("true") round trip). A body-less answer still goes out from the
+# serving loop, which waitress wakes at the end of every request. waitress calls the option deprecated but
+# keeps it in 3.x (setup.cfg: < 4).
+SEND_BYTES = 256
 
 # Young objects before a generation-0 collection. A tools/call allocates thousands of containers (werkzeug,
 # pydantic, jsonschema), so the default 700 ran several collections a call; few of those objects form cycles.

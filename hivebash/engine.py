@@ -380,8 +380,7 @@ class Engine:
         with self._cond:
             task.pid = pid
             task.started_mono, task.started_at = started_mono, time.time()
-            T.transition(task, T.RUNNING)
-            self._cond.notify_all()
+            T.transition(task, T.RUNNING)  # no notify: waits are for ended tasks, this would wake them for nothing
             if task.kill_signal:  # killed while it was being started
                 self._killpg(task, task.kill_signal)
 
