@@ -25,6 +25,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions and smaller scales")
     parser.add_argument("--only", action="append", choices=AREAS, help="run only these areas (repeatable)")
+    parser.add_argument("--bench", action="append", metavar="NAME",
+                        help="run only the benchmarks whose function name contains NAME (repeatable), e.g. round_trip")
     parser.add_argument("--json", metavar="FILE", help="also write every figure to FILE as JSON")
     args = parser.parse_args()
     rows: list[Row] = []
@@ -42,6 +44,8 @@ def main() -> int:
                 print(f"[{area}] not available: {exc}", file=sys.stderr)
                 continue
             for bench in module.BENCHMARKS:
+                if args.bench and not any(part in bench.__name__ for part in args.bench):
+                    continue
                 print(f"[{area}] {bench.__name__} ...", file=sys.stderr, flush=True)
                 try:
                     new_rows = bench(ctx)

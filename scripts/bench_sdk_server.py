@@ -1,4 +1,5 @@
-"""Baseline for the transport benchmark: the official SDK's own streamable-HTTP server with the same echo tool.
+"""The server a user would write instead, with the official SDK: the transport benchmark's baseline (`echo`)
+and the bash benchmark's peer (`run`: `subprocess.run(["bash", "-c", cmd])`, output captured and returned).
 
 Run as `python scripts/bench_sdk_server.py --port 0 --ready-file F`, like our daemons, under uvicorn.
 """
@@ -7,17 +8,25 @@ import argparse
 import json
 import os
 import socket
+import subprocess
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 
-app = MCPServer("sdk-echo")
+app = MCPServer("sdk-peer")
 
 
 @app.tool()
 def echo(text: str, times: int = 1) -> str:
     """Echo the text back, optionally repeated."""
     return text * times
+
+
+@app.tool()
+def run(cmd: str) -> str:
+    """Run a shell command and return its exit code and output."""
+    done = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True)
+    return f"exit code {done.returncode}\n{done.stdout}{done.stderr}"
 
 
 def main():
