@@ -48,6 +48,9 @@ VERSION_HEADER = "MCP-Protocol-Version"
 # Ask for the structured form of a tool result: params._meta["hive/structured"] = true. Off by default because
 # Claude Code shows the model only structuredContent when present (FACTS.md), and the model reads text best.
 STRUCTURED_META_KEY = "hive/structured"
+# The caller is an operator, not the agent: params._meta["hive/operator"] = true (set by common.mcp_client).
+# An operator's look at a task must not take the agent's notice of it, nor move what the agent has seen.
+OPERATOR_META_KEY = "hive/operator"
 # Batches exist only in this revision (added in 2025-03-26, removed in 2025-06-18).
 BATCH_VERSION = "2025-03-26"
 # A request without the version header is 2025-03-26 (transports, "Protocol Version Header").
@@ -339,7 +342,7 @@ class McpApp:
             raise RpcError(INVALID_PARAMS, "Invalid params: name must be a string (the tool to call)")
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
         ctx = CallContext(structured=meta.get(STRUCTURED_META_KEY) is True, protocol_version=version,
-                          client_gone=client_gone)
+                          client_gone=client_gone, operator=meta.get(OPERATOR_META_KEY) is True)
         try:
             result = self.registry.call(name, params.get("arguments"), ctx)
         except UnknownTool:

@@ -40,12 +40,14 @@ class CallContext:
     """What a handler may want to know about the call beyond its arguments.
 
     `client_gone()` tells, without blocking, whether the client has hung up (an inline wait whose caller is
-    gone must still leave the result where the agent will find it)."""
+    gone must still leave the result where the agent will find it). `operator` marks a call from an
+    operator's CLI rather than the agent: it must not count as the agent having seen anything."""
 
     structured: bool = False
     protocol_version: str | None = None
     session_id: str | None = None
     client_gone: Callable[[], bool] = never_gone
+    operator: bool = False
 
 
 @dataclass

@@ -66,16 +66,17 @@ def _open(path: str) -> int | None:
         return None
 
 
-def _blocks(fd: int, start: int, buf: bytearray):
-    """(block, length, offset): blocks of whole lines from `start` (the last piece may end without `\\n`; a
-    line longer than the block comes in pieces). `block` is reused: use it before the next one is read."""
+def _blocks(fd: int, start: int, buf: bytearray, stop: int | None = None):
+    """(block, length, offset): blocks of whole lines from `start` to `stop` (default: the end of the file;
+    the last piece may end without `\\n`; a line longer than the block comes in pieces). `block` is reused:
+    use it before the next one is read."""
     view = memoryview(buf)
     offset = start
-    while True:
-        n = os.preadv(fd, [view], offset)
+    while stop is None or offset < stop:
+        n = os.preadv(fd, [view if stop is None else view[: min(len(buf), stop - offset)]], offset)
         if n <= 0:
             return
-        end = n if n < len(buf) else (buf.rfind(b"\n", 0, n) + 1 or n)
+        end = n if n < len(buf) else (buf.rfind(b"\n", 0, n) + 1 or n)  # short: the end of the file or range
         yield buf, end, offset
         offset += end
 
@@ -158,10 +159,12 @@ def compile_pattern(pattern: str) -> tuple[re.Pattern, re.Pattern]:
     return regex, candidates
 
 
-def _scan(fd: int, stream: str, regexes: tuple[re.Pattern, re.Pattern], start: int, keep: int, buf: bytearray):
+def _scan(fd: int, stream: str, regexes: tuple[re.Pattern, re.Pattern], start: int, keep: int, buf: bytearray,
+          stop: int | None = None, count: bool = True):
     """Matching lines of one file from byte `start`: the first `keep` as hits (numbered afterwards, by
     `_number`: counting lines is as costly as searching, so it stops at the last hit kept), the total
-    count, and the byte where counting stopped at the deadline (0: it read to the end).
+    count, and the byte where counting stopped at the deadline (0: it read to the end). Without `count`, it
+    stops at the `keep`th hit.
 
     The regex searches the whole block from the current position; a candidate counts only if its own line
     matches alone (`\\s` or `[^x]` can match across a newline)."""
@@ -172,7 +175,7 @@ def _scan(fd: int, stream: str, regexes: tuple[re.Pattern, re.Pattern], start: i
     as_text = isinstance(regex.pattern, str)
     newline = "\n" if as_text else b"\n"
     deadline = time.monotonic() + GREP_SECONDS
-    for block, end, base in _blocks(fd, start, buf):
+    for block, end, base in _blocks(fd, start, buf, stop):
         if time.monotonic() > deadline:
             return hits, total, base
         hay = bytes(block[:end]).decode("utf-8", "surrogateescape") if as_text else block
@@ -196,6 +199,8 @@ def _scan(fd: int, stream: str, regexes: tuple[re.Pattern, re.Pattern], start: i
                     last_hit = line_start
                     if len(hits) < keep:
                         hits.append(_Hit(stream, 0, line_start))
+                    elif not count:
+                        return hits, total, 0
             pos = le + 1
         nl = block.rfind(b"\n", 0, end)
         carry = base + nl + 1 if nl >= 0 else carry
@@ -452,3 +457,59 @@ def tail(sources: list[Source], starts: dict[str, int] | None = None, budget: in
         data[src.stream] = {"path": src.path, "size": size, "from_byte": start, "text": text,
                             "elided_bytes": max(0, first - start)}
     return View("".join(parts), {"streams": data}, read_to)
+
+
+# ----- wait_for: the first new line that matches ---------------------------------------------------------------
+
+
+@dataclass
+class Watch:
+    """Follows one output file from a byte offset for lines matching a regex (status/run `wait_for`): only
+    complete lines count (a line still being written might match only once it is whole), unless `final`."""
+
+    source: Source
+    offset: int
+    regexes: tuple[re.Pattern, re.Pattern]
+    buf: bytearray = field(default_factory=lambda: bytearray(1 << 20))
+
+    def check(self, final: bool = False) -> Line | None:
+        """The first matching line written since the last check, or None; moves past what it read."""
+        fd = _open(self.source.path)
+        if fd is None:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            stop = size if final else self._last_line_end(fd, size)
+            if stop <= self.offset:
+                return None
+            hits, _, _ = _scan(fd, self.source.stream, self.regexes, self.offset, 1, self.buf, stop, count=False)
+            if not hits:
+                self.offset = stop
+                return None
+            number = 1 + _count_between(fd, 0, hits[0].offset, self.buf)
+            raw, self.offset = _read_line_at(fd, hits[0].offset)
+            return Line(self.source.stream, number, _shown(raw))
+        finally:
+            os.close(fd)
+        return None
+
+    def _last_line_end(self, fd: int, size: int) -> int:
+        """Offset just past the last newline before `size` (at or after self.offset)."""
+        lo = size
+        while lo > self.offset:
+            start = max(self.offset, lo - (1 << 16))
+            nl = os.pread(fd, lo - start, start).rfind(b"\n")
+            if nl >= 0:
+                return start + nl + 1
+            lo = start
+        return self.offset
+
+
+def watch(source: Source, pattern: str, from_end: bool = True) -> Watch:
+    """A Watch of `source` for `pattern`, from the file's current end (only new lines) or its start."""
+    regexes = compile_pattern(pattern)
+    try:
+        size = os.stat(source.path, follow_symlinks=False).st_size if from_end else 0
+    except FileNotFoundError:
+        size = 0
+    return Watch(source, size, regexes)

@@ -138,3 +138,21 @@ def test_long_lines_are_searched_in_pieces_and_shown_cut(tmp_path, monkeypatch):
     view = grep([Source("stdout", str(path))], "NEEDLE")
     assert view.data["streams"]["stdout"]["matches"] == 2  # the long line counts once
     assert "stdout:1: aaaa" in view.text and "more characters)" in view.text and "stdout:2: short NEEDLE" in view.text
+
+
+def test_watch_sees_only_new_complete_lines(tmp_path):
+    path = tmp_path / "w.out"
+    path.write_bytes(b"ready before\n")
+    w = ov.watch(Source("stdout", str(path)), r"ready")
+    assert w.check() is None  # the old line does not count
+    with open(path, "ab") as f:
+        f.write(b"noise\nready now")
+        f.flush()
+        assert w.check() is None  # not a whole line yet
+        f.write(b" on :8080\nready again\n")
+    line = w.check()
+    assert (line.stream, line.number, line.text) == ("stdout", 3, "ready now on :8080")
+    assert w.check().number == 4 and w.check() is None
+    with open(path, "ab") as f:
+        f.write(b"ready at the end")
+    assert w.check() is None and w.check(final=True).text == "ready at the end"
