@@ -278,7 +278,7 @@ def test_force_kill_during_the_grace_escalates_at_once(make_engine):
     marker = engine.status(tid).view.task.marker
     assert wait_until(lambda: engine.status(tid).view.stdout.text == "trapped\n")  # the inner shell's trap is set
     engine.kill(tid)  # the shell dies of SIGINT; what it left ignores SIGINT and SIGTERM: the 20 s grace starts
-    assert wait_until(lambda: tid in engine._leader_exited or engine.status(tid).view.task.terminal)
+    assert wait_until(lambda: engine.shell_exited(tid) or engine.status(tid).view.task.terminal)
     assert engine.status(tid).view.task.state == "running"
     engine.kill(tid, force=True)
     view = engine.status(tid, wait_seconds=10).view

@@ -1,0 +1,92 @@
+"""The checks of every request's arguments, before anything changes: each refusal names the field and the rule.
+
+The tool schemas refuse most bad input first; these checks hold for every caller of the engine (the CLI and
+tests call it directly) and cover what a schema cannot say (encoded size, NUL, an existing directory).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from common.names import InvalidName, check_name
+from common.waiting import WaitWindow, cap_wait
+
+from . import task as T
+
+MAX_CMD_BYTES = 64 * 1024  # the schema says characters; the engine checks the encoded size too
+
+
+class EngineError(ValueError):
+    """A request the engine refuses; the message names the field and the rule (shown to the caller as is)."""
+
+
+class UnknownTask(EngineError):
+    pass
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """A checked `run`: what the task will be."""
+
+    cmd: str
+    timeout_secs: float | None
+    cwd: str
+    window: WaitWindow
+
+
+def check_run(cmd: Any, timeout_secs: Any, wait_seconds: Any, cwd: Any, default_cwd: str, wait_cap: float) -> RunRequest:
+    if not isinstance(cmd, str) or not cmd.strip():
+        raise EngineError("cmd: is required and must be a non-empty shell command")
+    if len(cmd.encode("utf-8", "surrogatepass")) > MAX_CMD_BYTES:
+        raise EngineError(f"cmd: must be at most {MAX_CMD_BYTES} bytes (write long scripts to a file and run that)")
+    if "\x00" in cmd:
+        raise EngineError("cmd: must not contain NUL characters")
+    if timeout_secs is not None:
+        if isinstance(timeout_secs, bool) or not isinstance(timeout_secs, (int, float)) or not timeout_secs > 0:
+            raise EngineError("timeout_secs: must be a positive number of seconds")
+        if timeout_secs > 10**9:
+            raise EngineError("timeout_secs: must be at most 1000000000")
+        timeout_secs = float(timeout_secs)
+    check_wait_seconds(wait_seconds)
+    if cwd is None:
+        cwd_path = default_cwd
+    else:
+        if not isinstance(cwd, str) or not cwd or "\x00" in cwd:
+            raise EngineError("cwd: must be a path to an existing directory")
+        cwd_path = os.path.abspath(cwd)
+        if not os.path.isdir(cwd_path):
+            raise EngineError(f"cwd: {cwd!r} is not an existing directory")
+    return RunRequest(cmd, timeout_secs, cwd_path, cap_wait(wait_seconds, cap=wait_cap))
+
+
+def check_wait_seconds(wait_seconds: Any) -> None:
+    if wait_seconds is not None and (isinstance(wait_seconds, bool) or not isinstance(wait_seconds, (int, float))
+                                     or not wait_seconds >= 0):
+        raise EngineError("wait_seconds: must be a number >= 0")
+
+
+def check_id(task_id: Any) -> str:
+    if not isinstance(task_id, str):
+        raise EngineError("id: must be a string")
+    try:
+        check_name(task_id, "id")
+    except InvalidName as exc:
+        raise EngineError(str(exc)) from None
+    return task_id
+
+
+def check_name_argument(name: str) -> str:
+    try:
+        check_name(name, "name")
+    except InvalidName as exc:
+        raise EngineError(str(exc)) from None
+    return name
+
+
+def check_list(state: Any, limit: Any) -> None:
+    if state is not None and state not in T.STATES:
+        raise EngineError(f"state: must be one of {', '.join(T.STATE_ORDER)}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise EngineError("limit: must be an integer >= 1")

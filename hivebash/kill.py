@@ -1,0 +1,90 @@
+"""The `kill` request: cancel a pending task, signal a running one's group, or stop a finished task's leftovers.
+
+Fire-and-forget: nothing here waits for a task to end. The worker of a running task does the rest (the
+grace, the sweep of what the shell left); a kill only records what was asked and wakes it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from common.config import BashSettings
+from common.waiting import Doorbell
+
+from . import task as T
+from .arguments import EngineError
+from .entry import TaskEntry, TaskTable
+from .lifecycle import Lifecycle, signal_group
+from .processes import ProcInfo, find_processes, is_alive, stop_processes
+from .reaper import OrphanReaper
+
+
+class Killer:
+    """Kills, under the engine's `tasks_changed` condition (methods ending in `_locked`: held by the caller)."""
+
+    def __init__(self, settings: BashSettings, tasks_changed: threading.Condition, table: TaskTable,
+                 lifecycle: Lifecycle, reaper: OrphanReaper, wake: Doorbell, subreaper: bool):
+        self.settings = settings
+        self.tasks_changed = tasks_changed
+        self.table = table
+        self.lifecycle = lifecycle
+        self.reaper = reaper
+        self.wake = wake
+        self.subreaper = subreaper
+
+    def kill(self, task_id: str, force: bool) -> tuple[str, str]:
+        """(action, message): action is "cancelled", "signalled", "leftovers" or "nothing"."""
+        sig = "SIGKILL" if force else "SIGINT"
+        with self.tasks_changed:
+            entry = self.table.get_locked(task_id)
+            task = entry.task
+            if task.state == T.PENDING and entry in self.table.queue:
+                self.table.queue.remove(entry)
+                self.lifecycle.end_without_process_locked(entry, T.KILLED, "killed by request before it started")
+                return "cancelled", f"task {task.id} was pending: cancelled before it started"
+            if not task.terminal and (not entry.leader_exited or task.kill_signal or task.timed_out):
+                # Running, or its worker is stopping what the leader left (a force kill escalates that at once).
+                self.signal_locked(entry, sig)
+                if entry.leader_exited:
+                    message = f"task {task.id} is ending; {sig} goes to the processes it left behind"
+                else:
+                    message = (f"sent {sig} to the process group of task {task.id}; the result will surface as a "
+                               "todo (or check with status)")
+                if not force:
+                    message += "; if it does not exit, call kill again with force=true"
+                return "signalled", message
+            leftovers = self._leftover_candidates_locked(entry)
+            if not leftovers:
+                return "nothing", f"task {task.id} has already ended ({task.state}); nothing to stop"
+            threading.Thread(target=self._stop_leftovers, args=(task.id, force), daemon=True).start()
+            return "leftovers", (f"task {task.id} has already ended ({task.state}); stopping its leftover processes "
+                                 f"(pids {' '.join(str(p.pid) for p in leftovers)})")
+
+    def signal_locked(self, entry: TaskEntry, sig: str) -> None:
+        """Record the kill and signal the group (recorded pgid) while its leader is unreaped; wake the worker."""
+        task = entry.task
+        if task.kill_signal != "SIGKILL":
+            task.kill_signal = sig
+        if task.state == T.RUNNING and not entry.leader_exited:
+            signal_group(task, sig)
+        if entry.runner is not None:
+            entry.runner.poke()
+
+    @staticmethod
+    def _leftover_candidates_locked(entry: TaskEntry) -> list[ProcInfo]:
+        task = entry.task
+        if task.state == T.RUNNING:  # leader exited, the worker is sweeping: it handles the group
+            return [ProcInfo(task.pid or 0, 0.0, task.marker)]
+        return [p for p in entry.leftovers if is_alive(p)]
+
+    def _stop_leftovers(self, task_id: str, force: bool) -> None:
+        with self.tasks_changed:
+            try:
+                marker = self.table.get_locked(task_id).task.marker
+            except EngineError:
+                return
+        procs = find_processes({marker: None}, self.subreaper, leaders=self.reaper.leaders())[marker]
+        self.reaper.remember(procs)
+        stop_processes(procs, force=force, deadline=time.monotonic() + self.settings.kill_grace)
+        self.wake.ring()
