@@ -113,12 +113,20 @@ class SubagentSettings(ServerSettings):
         0.2, "seconds", "start/continue wait at most this long for claude's init line or an early exit before answering "
         "'running' (a start must answer within 300 ms of the spawn; claude's init takes ~0.25 s)."
     )
-    result_chars: int = knob(1500, "characters", "How much of a turn's result text status and the completion todo show.")
+    result_chars: int = knob(
+        1500, "characters", "How much of a turn's result text status and the completion todo show (at most 3 KiB; "
+        "status(name, result_offset) pages through the rest)."
+    )
+    max_budget_usd: float | None = knob(
+        None, "US dollars", "Default --max-budget-usd of every turn (a start/continue may pass its own). Unset: none."
+    )
 
     def validate(self) -> None:
         super().validate()
         if self.max_running < 1:
             raise click.BadParameter("must be at least 1, or every start is refused", param_hint="--max-running")
+        if self.max_budget_usd is not None and not self.max_budget_usd > 0:
+            raise click.BadParameter("must be > 0 US dollars (leave it unset for no budget)", param_hint="--max-budget-usd")
         if self.turn_timeout is not None and self.turn_timeout <= 0:
             raise click.BadParameter("must be > 0 seconds (leave it unset for no limit)", param_hint="--turn-timeout")
         for value, hint in ((self.kill_grace, "--kill-grace"), (self.confirm_wait, "--confirm-wait")):

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Iterable, Mapping
 
+from hivesubagent.progress import Progress
+
 START_NUDGE = "Carry out your instructions."
 
 # Always on (the seed): no permission prompts a headless run could never answer, and no MCP servers from
@@ -40,22 +42,32 @@ ALWAYS_FLAGS = ("--dangerously-skip-permissions", "--strict-mcp-config")
 OUTPUT_FLAGS = ("--output-format", "stream-json", "--verbose")
 
 
-def start_argv(claude_bin: str, name: str, session_id: str, prompt_file: str, model: str | None) -> list[str]:
+def start_argv(claude_bin: str, name: str, session_id: str, prompt_file: str, model: str | None,
+               budget_usd: float | None = None) -> list[str]:
     """A fresh session. `--session-id` is ours (a new uuid4), so the id and transcript path are known before
     claude writes a byte; `--name` makes `name` claude's own session title (its custom-title entries)."""
     argv = [claude_bin, "-p", "--name", name, "--session-id", session_id, "--append-system-prompt-file", prompt_file]
-    if model:
-        argv += ["--model", model]
-    return argv + [*ALWAYS_FLAGS, *OUTPUT_FLAGS]
+    return argv + _turn_flags(model, budget_usd)
 
 
-def continue_argv(claude_bin: str, session_id: str, model: str | None) -> list[str]:
+def continue_argv(claude_bin: str, session_id: str, model: str | None, budget_usd: float | None = None) -> list[str]:
     """A new turn of an existing session, resumed by id (a name look-up by claude would depend on its cwd and
     fail on two transcripts with one title; we resolved the name already)."""
-    argv = [claude_bin, "-p", "--resume", session_id]
-    if model:
-        argv += ["--model", model]
-    return argv + [*ALWAYS_FLAGS, *OUTPUT_FLAGS]
+    return [claude_bin, "-p", "--resume", session_id] + _turn_flags(model, budget_usd)
+
+
+def _turn_flags(model: str | None, budget_usd: float | None) -> list[str]:
+    """`--max-budget-usd` caps what this claude process spends (checked after each model call, so the last call
+    may pass it; a resumed session's earlier turns do not count against it)."""
+    flags = ["--model", model] if model else []
+    if budget_usd is not None:
+        flags += ["--max-budget-usd", format_usd(budget_usd)]
+    return flags + [*ALWAYS_FLAGS, *OUTPUT_FLAGS]
+
+
+def format_usd(value: float) -> str:
+    """A dollar amount as claude's flag takes it: plain decimal, never exponent notation."""
+    return f"{value:.6f}".rstrip("0").rstrip(".") or "0"
 
 
 def parse_extra_env(entries: Iterable[str]) -> dict[str, str]:
@@ -142,16 +154,20 @@ class StreamState:
     model: str | None = None
     init_seen: bool = False
     result: dict[str, Any] | None = None
+    result_chars: int = 0  # the whole result text's length (what is kept is cut at RESULT_KEEP)
     last_text: str = ""
     lines: int = 0
     bad_lines: int = 0
+    progress: Progress = field(default_factory=Progress)
 
     def feed(self, raw: bytes) -> str | None:
-        """Take one output line; return the event kind worth waking someone for ("init", "result") or None."""
+        """Take one output line; return the event kind worth waking someone for ("init", "assistant", "result")
+        or None."""
         raw = raw.strip()
         if not raw:
             return None
         self.lines += 1
+        self.progress.touch()
         try:
             event = json.loads(raw)
         except ValueError:
@@ -170,8 +186,10 @@ class StreamState:
             text = "".join(b.get("text", "") for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "text")
             if text:
                 self.last_text = text[:RESULT_KEEP]
-            return None
+            self.progress.assistant(message)
+            return "assistant"
         if kind == "result":
+            self.result_chars = len(event["result"]) if isinstance(event.get("result"), str) else len(self.last_text)
             if isinstance(event.get("result"), str) and len(event["result"]) > RESULT_KEEP:
                 event = {**event, "result": event["result"][:RESULT_KEEP]}
             self.result = event
@@ -180,9 +198,11 @@ class StreamState:
         return None
 
 
-# The outcome of one turn. "interrupted" includes a turn that exited without a result (FACTS: SIGINT mid-turn
-# with stream-json may write none; SIGINT in the first second or a crash never does).
-OUTCOMES = ("completed", "error", "interrupted", "killed")
+# The outcome of one turn. "interrupted" includes a turn that exited without a result (SIGINT mid-turn with
+# stream-json may write none; SIGINT in the first second or a crash never does). "budget_exceeded": claude
+# stopped itself at --max-budget-usd (result subtype error_max_budget_usd, see classify).
+OUTCOMES = ("completed", "error", "interrupted", "killed", "budget_exceeded")
+BUDGET_SUBTYPE = "error_max_budget_usd"
 
 
 @dataclass(frozen=True)
@@ -217,6 +237,12 @@ def classify(result: dict | None, returncode: int, sent: Mapping[str, str], stde
         facts = {k: result.get(k) for k in ("subtype", "terminal_reason", "num_turns", "api_error_status") if result.get(k) is not None}
         if not result.get("is_error") and result.get("subtype") == "success":
             return Outcome("completed", "claude finished the turn", text, returncode=returncode, cost_usd=cost, extra=facts)
+        if result.get("subtype") == BUDGET_SUBTYPE:
+            # claude 2.1.328: is_error true, rc 1, terminal_reason budget_exhausted, no `result` text (the reply
+            # it cut short is the last assistant text), errors ["Reached maximum budget ($X)"].
+            said = "; ".join(str(e) for e in result.get("errors") or [] if e) or "reached its maximum budget"
+            return Outcome("budget_exceeded", f"claude stopped at its budget: {said}", text or last_text,
+                           returncode=returncode, cost_usd=cost, extra=facts)
         if "SIGKILL" in sent:
             return Outcome("killed", f"stopped by {why}", text, returncode=returncode, cost_usd=cost, extra=facts)
         if sent and (result.get("subtype") == "error_during_execution" or str(result.get("terminal_reason", "")).startswith("abort")):
@@ -235,4 +261,5 @@ def classify(result: dict | None, returncode: int, sent: Mapping[str, str], stde
     if returncode == 0:
         return Outcome("interrupted", "claude exited without a result", last_text, True, returncode)
     detail = f"claude exited with status {returncode} without a result"
-    return Outcome("error", detail + (f": {stderr_tail}" if stderr_tail else ""), stderr_tail or last_text, True, returncode)
+    # stderr once: in the detail, never repeated as the result (which is only what the model wrote).
+    return Outcome("error", detail + (f": {stderr_tail}" if stderr_tail else ""), last_text, True, returncode)

@@ -131,15 +131,20 @@ def _call(ctx: Ctx, tool: str, arguments: dict[str, Any], as_json: bool) -> None
 @click.argument("prompt_file", type=click.Path(path_type=Path))
 @click.option("--model", default=None, help="claude --model for the subagent.")
 @click.option("--trigger", default=None, help="The first turn's prompt (default: 'carry out your instructions').")
+@click.option("--max-budget-usd", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="US dollars this turn may spend (claude's --max-budget-usd); default: the daemon's.")
 @json_option
 @click.pass_obj
-def start(ctx: Ctx, name: str, prompt_file: Path, model: str | None, trigger: str | None, as_json: bool) -> None:
+def start(ctx: Ctx, name: str, prompt_file: Path, model: str | None, trigger: str | None, max_budget_usd: float | None,
+          as_json: bool) -> None:
     """Start a fresh session NAME with the instructions in PROMPT_FILE."""
     args: dict[str, Any] = {"name": name, "prompt_file": os.path.abspath(prompt_file)}
     if model is not None:
         args["model"] = model
     if trigger is not None:
         args["trigger"] = trigger
+    if max_budget_usd is not None:
+        args["max_budget_usd"] = max_budget_usd
     _call(ctx, "start", args, as_json)
 
 
@@ -147,15 +152,19 @@ def start(ctx: Ctx, name: str, prompt_file: Path, model: str | None, trigger: st
 @click.argument("name")
 @click.argument("prompt")
 @click.option("--model", default=None, help="claude --model for this turn.")
+@click.option("--max-budget-usd", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="US dollars this turn may spend (claude's --max-budget-usd); default: the daemon's.")
 @json_option
 @click.pass_obj
-def continue_(ctx: Ctx, name: str, prompt: str, model: str | None, as_json: bool) -> None:
+def continue_(ctx: Ctx, name: str, prompt: str, model: str | None, max_budget_usd: float | None, as_json: bool) -> None:
     """Give session NAME a new turn with PROMPT ('-' reads it from stdin)."""
     if prompt == "-":
         prompt = sys.stdin.read()
     args: dict[str, Any] = {"name": name, "prompt": prompt}
     if model is not None:
         args["model"] = model
+    if max_budget_usd is not None:
+        args["max_budget_usd"] = max_budget_usd
     _call(ctx, "continue", args, as_json)
 
 
@@ -171,11 +180,16 @@ def interrupt(ctx: Ctx, name: str, force: bool, as_json: bool) -> None:
 
 @main.command()
 @click.argument("name", required=False)
+@click.option("--result-offset", type=click.IntRange(min=0), default=None,
+              help="Show a page of the last turn's result text from this character (needs NAME).")
 @json_option
 @click.pass_obj
-def status(ctx: Ctx, name: str | None, as_json: bool) -> None:
-    """Show session NAME, or every session the daemon knows."""
-    _call(ctx, "status", {} if name is None else {"name": name}, as_json)
+def status(ctx: Ctx, name: str | None, result_offset: int | None, as_json: bool) -> None:
+    """Show session NAME (its progress while it runs), or every session the daemon knows."""
+    args: dict[str, Any] = {} if name is None else {"name": name}
+    if result_offset is not None:
+        args["result_offset"] = result_offset
+    _call(ctx, "status", args, as_json)
 
 
 def store_options(fn: Callable) -> Callable:

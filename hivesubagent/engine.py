@@ -15,6 +15,7 @@ and the SIGKILL that follows a soft interrupt after `kill_grace`.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import stat
@@ -33,7 +34,8 @@ from common.todos import Todos
 from common.waiting import WaitSlots, wait_for
 
 from hivesubagent import claude, proctree
-from hivesubagent.sessions import SessionStore, Transcript, read_transcript
+from hivesubagent.result_pages import OffsetError, excerpt, page, read_on
+from hivesubagent.sessions import LiveSession, SessionStore, Transcript, read_transcript
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,7 @@ SOURCE = "subagent"
 READER_DRAIN_SECONDS = 5.0  # after claude exits, how long its stdout reader may take to deliver the last lines
 AFTER_KILL_SECONDS = 5.0  # after SIGKILL, how long an exit may take to be observed and recorded
 LIST_LIMIT = 100
+ENDED_KEPT = 1000  # names whose last turn's outcome the engine remembers (what a transcript cannot say)
 
 
 class SubagentError(Exception):
@@ -67,11 +70,6 @@ def _iso(wall: float | None) -> str | None:
     return None if wall is None else datetime.fromtimestamp(wall, timezone.utc).isoformat(timespec="seconds")
 
 
-def _short(text: str, limit: int) -> str:
-    text = text or ""
-    return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more characters]"
-
-
 @dataclass(eq=False)
 class Turn:
     """One running claude process: a turn of session `name`."""
@@ -84,6 +82,8 @@ class Turn:
     prompt: str
     number: int  # the session's turn number this run will be
     cost_before: float | None  # cumulative cost before this turn (from the transcript)
+    budget_usd: float | None = None  # --max-budget-usd of this turn
+    archived: list[Path] = field(default_factory=list)  # (start) earlier transcripts of the name it archived
     started_wall: float = field(default_factory=time.time)
     started_mono: float = field(default_factory=time.monotonic)
     state: TurnState = TurnState.STARTING
@@ -124,6 +124,10 @@ class SubagentEngine:
         self.sessions = SessionStore(self.workdir, self.env)
         self.scratch = Path(settings.state_dir).absolute() / "subagent"  # unlinked temp files only (claude.spawn)
         self._turns: dict[str, Turn] = {}
+        # The last ended turn per name, oldest first: its outcome as the stream said it (a budget stop, the
+        # signals sent), which the transcript does not record. Memory only: after a restart the transcript
+        # alone answers.
+        self._ended: dict[str, Turn] = {}
         self._cond = threading.Condition()
         self._slots = WaitSlots(max(1, settings.max_inline_waits))
         self._closed = False
@@ -166,40 +170,44 @@ class SubagentEngine:
 
     # ------------------------------------------------------------------------------------------ the verbs
 
-    def start(self, name: str, prompt_file: str, model: str | None = None, trigger: str | None = None) -> dict[str, Any]:
+    def start(self, name: str, prompt_file: str, model: str | None = None, trigger: str | None = None,
+              max_budget_usd: float | None = None) -> dict[str, Any]:
         """Archive a finished session of `name`, start a fresh one; return once claude is confirmed running."""
         name = self._check_name(name)
         prompt = claude.START_NUDGE if trigger is None else self._check_text(trigger, "trigger")
+        budget = self._check_budget(max_budget_usd)
         fd = open_prompt_file(prompt_file)
         try:
             session_id = str(uuid.uuid4())
             turn = self._reserve(
                 name,
-                lambda: Turn(name, "start", session_id, self.sessions.transcript_path(session_id), model, prompt, 1, 0.0),
+                lambda: Turn(name, "start", session_id, self.sessions.transcript_path(session_id), model, prompt, 1, 0.0, budget),
             )
             try:
                 self._refuse_if_live_elsewhere(name=name)
-                archived = self.sessions.archive(name)
-                for path in archived:
+                turn.archived = self.sessions.archive(name)
+                for path in turn.archived:
                     log.info("session %s: archived %s", name, path)
-                argv = claude.start_argv(self.settings.claude_bin, name, session_id, f"/dev/fd/{fd}", model)
+                argv = claude.start_argv(self.settings.claude_bin, name, session_id, f"/dev/fd/{fd}", model, budget)
                 self._spawn(turn, argv, pass_fds=(fd,))
             except BaseException:
+                self._unarchive(turn)
                 self._release(turn)
                 raise
         finally:
             os.close(fd)
         view = self._confirm(turn)
-        view["archived"] = [str(p) for p in archived]
+        view["archived"] = [str(p) for p in turn.archived]
         return view
 
-    def continue_(self, name: str, prompt: str, model: str | None = None) -> dict[str, Any]:
+    def continue_(self, name: str, prompt: str, model: str | None = None, max_budget_usd: float | None = None) -> dict[str, Any]:
         """A new turn of the session named `name` on disk, resumed by its id."""
         name = self._check_name(name)
         prompt = self._check_text(prompt, "prompt")
+        budget = self._check_budget(max_budget_usd)
 
         def make() -> Turn:
-            return Turn(name, "continue", "", Path(), model, prompt, 0, None)
+            return Turn(name, "continue", "", Path(), model, prompt, 0, None, budget)
 
         turn = self._reserve(name, make)
         try:
@@ -211,7 +219,8 @@ class SubagentEngine:
             self._refuse_if_live_elsewhere(session_id=found.session_id)
             turn.session_id, turn.transcript = found.session_id, found.path
             turn.number, turn.cost_before = found.turns + 1, found.cost_usd
-            argv = claude.continue_argv(self.settings.claude_bin, found.session_id, model)
+            turn.model = model or found.model  # without --model claude keeps the session's last model
+            argv = claude.continue_argv(self.settings.claude_bin, found.session_id, model, budget)
             self._spawn(turn, argv)
         except BaseException:
             self._release(turn)
@@ -234,18 +243,26 @@ class SubagentEngine:
         self._wait_ended(turn, window)
         return self._view(turn)
 
-    def status(self, name: str | None = None) -> dict[str, Any]:
-        """One session (running or from its transcript), or every known session when `name` is None."""
+    def status(self, name: str | None = None, result_offset: int | None = None) -> dict[str, Any]:
+        """One session (running or from its transcript), or every known session when `name` is None.
+        With `result_offset`: a page of the last turn's whole result text from that character on."""
+        if name is None and result_offset is not None:
+            raise SubagentError("result_offset: needs name (it pages one session's last result)")
         if name is not None:
             name = self._check_name(name)
             with self._cond:
                 turn = self._turns.get(name)
             if turn is not None:
+                if result_offset is not None:
+                    raise SubagentError(f"result_offset: {name!r} is running turn {turn.number}; its result can be read once it ends (its todo says so)")
                 return self._view(turn)
             found = self.sessions.find(name)
             if found is None:
                 raise SubagentError(f"name: no session named {name!r}: not running, and no transcript in {self.sessions.project_dir}")
-            return self._transcript_view(found)
+            view = self._transcript_view(found)
+            if result_offset is not None:
+                view["result_page"] = self._result_page(found, result_offset)
+            return view
         with self._cond:
             running = list(self._turns.values())
         views = [self._view(t) for t in running]
@@ -256,7 +273,8 @@ class SubagentEngine:
         for t in finished:
             unique.setdefault(t.name, t)
         listed = list(unique.values())
-        views += [self._transcript_view(t) for t in listed[:LIST_LIMIT]]
+        live = self.sessions.live_sessions()
+        views += [self._transcript_view(t, live) for t in listed[:LIST_LIMIT]]
         return {"sessions": views, "running": len(running), "more": max(0, len(listed) - LIST_LIMIT)}
 
     def shutdown(self) -> None:
@@ -289,6 +307,14 @@ class SubagentEngine:
         except InvalidName as exc:
             raise SubagentError(str(exc)) from None
 
+    def _check_budget(self, value: Any) -> float | None:
+        """The turn's --max-budget-usd: the caller's, else the daemon's default (none when unset)."""
+        if value is None:
+            return self.settings.max_budget_usd
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise SubagentError(f"max_budget_usd: must be a number of US dollars > 0 (got {value!r})")
+        return float(value)
+
     @staticmethod
     def _check_text(value: Any, field_name: str) -> str:
         if not isinstance(value, str) or not value.strip():
@@ -297,15 +323,44 @@ class SubagentEngine:
             raise SubagentError(f"{field_name}: must not contain NUL characters")
         return value
 
-    def _refuse_if_live_elsewhere(self, name: str | None = None, session_id: str | None = None) -> None:
-        """Claude runs that this daemon did not start (an operator's, or a survivor of a daemon crash without
-        systemd) are refused too: two writers on one transcript corrupt it."""
+    def _live_elsewhere(self, name: str | None = None, session_id: str | None = None) -> LiveSession | None:
+        """A claude process this daemon did not start (an operator's, or a survivor of a daemon crash without
+        systemd) running that session, by claude's own registry."""
         for live in self.sessions.live_sessions():
             if (session_id and live.session_id == session_id) or (name and live.name == name and live.session_id):
-                raise SubagentError(
-                    f"refused: session {live.session_id} ({live.name or 'unnamed'}) is running in another claude "
-                    f"process (pid {live.pid}) that this daemon did not start"
-                )
+                return live
+        return None
+
+    def _refuse_if_live_elsewhere(self, name: str | None = None, session_id: str | None = None) -> None:
+        """Two writers on one transcript corrupt it: refuse what another claude is running."""
+        live = self._live_elsewhere(name, session_id)
+        if live is not None:
+            raise SubagentError(
+                f"refused: session {live.session_id} ({live.name or 'unnamed'}) is running in another claude "
+                f"process (pid {live.pid}) that this daemon did not start"
+            )
+
+    def _unarchive(self, turn: Turn) -> None:
+        """Put back what a start archived when its new session never came to exist (claude failed to spawn,
+        or exited before writing a transcript): the name keeps its earlier session."""
+        if not turn.archived or turn.transcript.exists():
+            return
+        for path in turn.archived:
+            original = path.with_name(path.name.split(".jsonl", 1)[0] + ".jsonl")
+            try:
+                try:
+                    os.link(path, original)  # never over a transcript that appeared meanwhile
+                    os.unlink(path)
+                except FileExistsError:
+                    raise
+                except OSError:  # a filesystem without hard links (as in archive_file)
+                    if original.exists():
+                        raise FileExistsError(original) from None
+                    os.rename(path, original)
+                log.info("session %s: the new session did not start; put back %s", turn.name, original)
+            except OSError as exc:
+                log.warning("session %s: could not put back %s: %s", turn.name, path, exc)
+        turn.archived = []
 
     # ------------------------------------------------------------------------------------------ running a turn
 
@@ -372,8 +427,14 @@ class SubagentEngine:
         outcome = claude.classify(turn.stream.result, returncode, dict(turn.sent), spawned.stderr_tail(), turn.stream.last_text)
         self._account(turn, outcome)
         spawned.close()
+        if turn.kind == "start":
+            self._unarchive(turn)  # a no-op once claude wrote the new transcript
         with self._cond:
             turn.outcome = outcome
+            self._ended.pop(turn.name, None)
+            self._ended[turn.name] = turn
+            while len(self._ended) > ENDED_KEPT:
+                self._ended.pop(next(iter(self._ended)))
             self._transition(turn, TurnState.ENDED)
         log.info(
             "session %s: turn %d %s (%s) after %.1fs, rc=%s", turn.name, turn.number, outcome.kind, outcome.detail, turn.elapsed(), returncode
@@ -454,13 +515,15 @@ class SubagentEngine:
                 "kind": turn.kind,
                 "turn": turn.number,
                 "pid": turn.pid,
-                "model": turn.stream.model or turn.model,
+                "model": turn.stream.model or turn.model,  # None: not known yet (claude's default, no init line)
                 "started_at": _iso(turn.started_wall),
                 "elapsed_s": round(turn.elapsed(), 3),
                 "confirmed": turn.stream.init_seen,
                 "signals": dict(turn.sent),
                 "turns_done": max(0, turn.number - 1),
                 "total_cost_usd": turn.cost_before,  # claude records cost at a turn's end: this is up to the last one
+                "max_budget_usd": turn.budget_usd,
+                "progress": turn.stream.progress.view(),
             }
             if turn.outcome is not None:
                 view["outcome"] = self._outcome_data(turn)
@@ -468,20 +531,32 @@ class SubagentEngine:
 
     def _outcome_data(self, turn: Turn) -> dict[str, Any]:
         o = turn.outcome
+        total_chars = max(len(o.result_text), turn.stream.result_chars if turn.stream.result else 0)
+        start = excerpt(o.result_text, self.settings.result_chars)
         return {
             "outcome": o.kind,
             "detail": o.detail,
             "exited_without_result": o.exited_without_result,
             "returncode": o.returncode,
-            "result_text": _short(o.result_text, self.settings.result_chars),
-            "result_chars": len(o.result_text),
+            "result_text": start.text,
+            "result_chars": total_chars,
+            "result_next_offset": len(start.text) if len(start.text) < total_chars else None,
             "cost_usd": turn.turn_cost,
             "total_cost_usd": turn.total_cost,
+            "max_budget_usd": turn.budget_usd,
             "duration_s": round(turn.elapsed(), 3),
             **{k: v for k, v in o.extra.items() if k in ("terminal_reason", "api_error_status", "num_turns")},
         }
 
-    def _transcript_view(self, t: Transcript) -> dict[str, Any]:
+    def _remembered(self, t: Transcript) -> Turn | None:
+        """This engine's own record of the transcript's last turn, if it ran it and nothing ran since."""
+        with self._cond:
+            turn = self._ended.get(t.name or "")
+        if turn is None or turn.session_id != t.session_id or turn.number != t.turns or turn.outcome is None:
+            return None
+        return turn
+
+    def _transcript_view(self, t: Transcript, live: list[LiveSession] | None = None) -> dict[str, Any]:
         last = t.last_turn
         view: dict[str, Any] = {
             "name": t.name,
@@ -494,17 +569,40 @@ class SubagentEngine:
             "total_cost_usd": t.cost_usd,
             "updated_at": _iso(t.last_at or t.mtime),
         }
+        other = next((s for s in (self.sessions.live_sessions() if live is None else live) if s.session_id == t.session_id), None)
+        if other is not None:
+            # Not ours, but running: say so as continue does (which refuses it), with its pid.
+            view.update(state="running", running=True, pid=other.pid, started_by="another claude process, not this daemon")
         if last is not None:
+            start = excerpt(last.result_text, self.settings.result_chars)
             view["last_turn"] = {
                 "outcome": "interrupted" if last.outcome == "no_result" else last.outcome,
                 "exited_without_result": last.outcome == "no_result",
-                "result_text": _short(last.result_text, self.settings.result_chars),
-                "result_chars": len(last.result_text),
+                "result_text": start.text,
+                "result_chars": start.total_chars,
+                "result_next_offset": start.next_offset,
                 "cost_usd": last.cost_usd,
                 "duration_s": None if last.duration_seconds is None else round(last.duration_seconds, 3),
                 "started_at": _iso(last.started_at),
             }
+            ours = self._remembered(t)
+            if ours is not None and other is None:
+                o = ours.outcome
+                view["last_turn"].update(outcome=o.kind, detail=o.detail, exited_without_result=o.exited_without_result,
+                                         max_budget_usd=ours.budget_usd, cost_usd=ours.turn_cost,
+                                         **{k: v for k, v in o.extra.items() if k in ("terminal_reason", "api_error_status")})
         return view
+
+    def _result_page(self, t: Transcript, offset: int) -> dict[str, Any]:
+        """A page of the last turn's whole result, read from claude's transcript (so it survives a restart)."""
+        text = t.last_turn.result_text if t.last_turn is not None else ""
+        ours = self._remembered(t)
+        if not text and ours is not None:
+            text = ours.outcome.result_text  # a turn whose only text came in the stream (an error's result line)
+        try:
+            return page(text, offset).as_dict()
+        except OffsetError as exc:
+            raise SubagentError(str(exc)) from None
 
     def _todo(self, turn: Turn) -> tuple[str, str, dict[str, Any]]:
         """The one todo of a finished turn: outcome, start of the result, cost, how to go on."""
@@ -516,12 +614,18 @@ class SubagentEngine:
             f"outcome={o['outcome']} name={turn.name} session_id={turn.session_id} turn={turn.number} "
             f"cost_usd={_num(o['cost_usd'])} total_cost_usd={_num(o['total_cost_usd'])} duration_s={o['duration_s']:.1f}"
         )
+        if turn.budget_usd is not None:
+            facts += f" max_budget_usd={claude.format_usd(turn.budget_usd)}"
         lines = [facts, f"detail: {o['detail']}"]
         if o["result_text"]:
-            lines += ["result:", o["result_text"]]
+            shown = len(o["result_text"])
+            lines += [f"result ({shown} of {o['result_chars']} characters):" if o["result_next_offset"] else "result:", o["result_text"]]
+            if o["result_next_offset"]:
+                lines.append(read_on(turn.name, o["result_next_offset"], o["result_chars"]))
+        more = ', max_budget_usd=...' if o["outcome"] == "budget_exceeded" else ""
         lines += [
             "",
-            f'next: continue(name="{turn.name}", prompt="...") gives it another turn; '
+            f'next: continue(name="{turn.name}", prompt="..."{more}) gives it another turn; '
             f'start(name="{turn.name}", ...) archives this session and starts afresh.',
             f"transcript: Read({turn.transcript})",
         ]

@@ -11,7 +11,12 @@ message that is not a `<system-reminder>`):
     MOCK:reply=TEXT        the reply text (rest of the line); default "mock reply #N"
     MOCK:tool=NAME {JSON}  reply with one tool_use block (NAME, input JSON); the next request, whose last user
                            message carries the tool_result, gets a text reply quoting that result
-    MOCK:cost=N            report N output tokens (default 7) so cost figures differ per turn
+    MOCK:cost=N            report N output tokens (default 7) so cost figures differ per turn; a large N makes
+                           claude's --max-budget-usd stop the turn
+    MOCK:long=N            the reply is N characters of numbered lines (`long_reply(N)`), for paging
+    MOCK:hold=KEY          the turn's final reply (the text one, after any tool call) waits after message_start
+                           until the test calls `server.release(KEY)` (or the server stops): a turn held
+                           mid-way on a condition of the test's, not a sleep
 
 What the real CLI sends (probed 2026-11-30 with claude 2.1.328 as scripts/test installs it, env as in
 `claude_env()` below; `server.requests` keeps the exact log, and test_interop_claude.py checks the first
@@ -47,7 +52,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 # reply and tool take the rest of their line; the others one word, so "MOCK:sleep=5 MOCK:reply=hi" works.
-_DIRECTIVE = re.compile(r"MOCK:(sleep|fail|cost)=(\S+)|MOCK:(reply|tool)=([^\n]*)")
+_DIRECTIVE = re.compile(r"MOCK:(sleep|fail|cost|long|hold)=(\S+)|MOCK:(reply|tool)=([^\n]*)")
 
 
 @dataclass
@@ -57,6 +62,17 @@ class Directives:
     reply: str | None = None
     tool: tuple[str, dict] | None = None
     output_tokens: int = 7
+    long: int | None = None
+    hold: str | None = None
+
+
+def long_reply(chars: int) -> str:
+    """`chars` characters of numbered lines ("line 000001 ...\n"): any page of it shows where it came from."""
+    out, n = [], 0
+    while sum(map(len, out)) < chars:
+        n += 1
+        out.append(f"line {n:06d} " + "abcdefghij" * 4 + "\n")
+    return "".join(out)[:chars]
 
 
 def _blocks(content: Any) -> list[dict]:
@@ -70,6 +86,17 @@ def _tool_result_text(block: dict) -> str:
     if isinstance(inner, str):
         return inner
     return "\n".join(str(b.get("text", "")) for b in _blocks(inner) if b.get("type") == "text")
+
+
+def turn_prompt(messages: list[dict]) -> str:
+    """The text prompt that began the current turn: the last non-reminder text block of any user message
+    (a request after a tool call ends with the tool_result; the prompt is further back)."""
+    for message in reversed(messages or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            for block in reversed(_blocks(message.get("content"))):
+                if block.get("type") == "text" and not str(block.get("text", "")).startswith("<system-reminder>"):
+                    return str(block.get("text", ""))
+    return ""
 
 
 def current_prompt(messages: list[dict]) -> tuple[str, str | None]:
@@ -103,6 +130,10 @@ def parse_directives(text: str) -> Directives:
             d.reply = value
         elif key == "cost":
             d.output_tokens = int(value)
+        elif key == "long":
+            d.long = int(value)
+        elif key == "hold":
+            d.hold = value
         elif key == "tool":
             name, _, raw = value.partition(" ")
             d.tool = (name, json.loads(raw) if raw.strip() else {})
@@ -130,6 +161,23 @@ class MockMessagesServer(ThreadingHTTPServer):
         self.counter = 0
         self.stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self.held: dict[str, threading.Event] = {}  # MOCK:hold keys -> released
+        self.waiting: set[str] = set()  # keys a reply is waiting on now
+
+    def hold_event(self, key: str) -> threading.Event:
+        with self.lock:
+            event = self.held.setdefault(key, threading.Event())
+            if self.stopping.is_set():
+                event.set()
+            return event
+
+    def release(self, key: str) -> None:
+        self.hold_event(key).set()
+
+    def holding(self, key: str) -> bool:
+        """Whether a reply is waiting on `key` right now (the test may then look at the turn mid-way)."""
+        with self.lock:
+            return key in self.waiting
 
     @property
     def url(self) -> str:
@@ -142,6 +190,9 @@ class MockMessagesServer(ThreadingHTTPServer):
 
     def stop(self) -> None:
         self.stopping.set()
+        with self.lock:
+            for event in self.held.values():
+                event.set()
         self.shutdown()
         self.server_close()
 
@@ -218,6 +269,9 @@ class _Handler(BaseHTTPRequestHandler):
         model = str(body.get("model") or "claude-mock")
         if tool_result is not None:
             d.reply = "tool said: " + tool_result[:500]
+            d.hold = parse_directives(turn_prompt(body.get("messages") or [])).hold
+        if d.long is not None:
+            d.reply = long_reply(d.long)
         blocks: list[dict] = []
         if d.tool is not None:
             blocks.append({"type": "tool_use", "id": f"toolu_mock{number:06d}", "name": d.tool[0], "input": d.tool[1]})
@@ -238,9 +292,9 @@ class _Handler(BaseHTTPRequestHandler):
         if not body.get("stream"):
             self._json(200, {**message, "content": blocks, "stop_reason": stop_reason, "usage": usage})
             return
-        self._stream(message, blocks, stop_reason, usage, d.sleep)
+        self._stream(message, blocks, stop_reason, usage, d.sleep, d.hold if d.tool is None else None)
 
-    def _stream(self, message: dict, blocks: list[dict], stop_reason: str, usage: dict, sleep: float) -> None:
+    def _stream(self, message: dict, blocks: list[dict], stop_reason: str, usage: dict, sleep: float, hold: str | None = None) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -252,6 +306,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._event("ping", {"type": "ping"})
             if sleep > 0:
                 self.server.stopping.wait(sleep)
+            if hold:
+                self._hold(hold)
             for index, block in enumerate(blocks):
                 if block["type"] == "text":
                     self._event("content_block_start", {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
@@ -269,6 +325,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._event("message_stop", {"type": "message_stop"})
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client went away (an interrupted turn): nothing to answer
+
+    def _hold(self, key: str) -> None:
+        released = self.server.hold_event(key)
+        with self.server.lock:
+            self.server.waiting.add(key)
+        try:
+            released.wait()  # set by release(key) or by stop()
+        finally:
+            with self.server.lock:
+                self.server.waiting.discard(key)
 
     def _event(self, name: str, data: dict) -> None:
         self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())

@@ -63,15 +63,18 @@ def test_daemon_end_to_end(daemon_factory, claude_bin, real_env, prompt_file, tm
     assert status.is_error is False and status.content[0].text.startswith("sessions=0 running=0")
     assert bad.is_error and "prompt_file: 'relative.md' must be an absolute path" in bad.content[0].text
 
-    started = run_cli("start", "job", os.path.relpath(prompt_file), "--trigger", "job-1 MOCK:reply=job done", "--json", env=env)
+    started = run_cli("start", "job", os.path.relpath(prompt_file), "--trigger", "job-1 MOCK:reply=job done",
+                      "--max-budget-usd", "5", "--json", env=env)
     assert started.returncode == 0, started.stderr
-    assert json.loads(started.stdout)["name"] == "job"
+    assert json.loads(started.stdout)["name"] == "job" and json.loads(started.stdout)["max_budget_usd"] == 5
     todo = wait_todo(sink, daemon, "turn 1")
     assert todo["source"] == "subagent" and todo["summary"].startswith("subagent job: turn 1 completed")
     assert "job done" in todo["body"]
 
     shown = run_cli("status", "job", env=env)
     assert shown.returncode == 0 and shown.stdout.startswith("name=job state=finished running=false")
+    paged = run_cli("status", "job", "--result-offset", "4", env=env)
+    assert paged.returncode == 0 and paged.stdout.splitlines()[-2:] == ["done", "(end of the result)"]
     long_running = run_cli("continue", "job", "-", env=env, stdin="job-2 MOCK:sleep=60")
     assert long_running.returncode == 0 and long_running.stdout.startswith("state=running name=job")
     refused = run_cli("continue", "job", "more", env=env)

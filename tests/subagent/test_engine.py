@@ -70,6 +70,7 @@ def test_continue_resumes_by_id_and_counts_cost(engine_factory, fake_claude_bin,
     todos.wait_upserts("gamma")
     running = engine.continue_("gamma", "two FAKE:sleep=0.5 FAKE:reply=second answer")
     assert running["turns_done"] == 1 and running["total_cost_usd"] == pytest.approx(0.01)
+    assert running["model"] == "fake-model"  # no --model: the session keeps its last one, known from the transcript
     todo = todos.wait_upserts("gamma", 2)[1]
     assert todo["data"]["turn"] == 2 and todo["data"]["session_id"] == first["session_id"]
     assert todo["data"]["outcome"]["cost_usd"] == pytest.approx(0.01)
@@ -152,8 +153,10 @@ def test_turn_timeout_interrupts(engine_factory, fake_claude_bin, fake_env, prom
 def test_outcomes_without_a_clean_result(engine_factory, fake_claude_bin, fake_env, prompt_file, trigger, outcome, detail):
     engine, todos = engine_factory(fake_claude_bin, fake_env)
     engine.start("odd", str(prompt_file), trigger=trigger)
-    data = todos.wait_upserts("odd")[0]["data"]["outcome"]
+    todo = todos.wait_upserts("odd")[0]
+    data = todo["data"]["outcome"]
     assert data["outcome"] == outcome and data["detail"] == detail
+    assert todo["body"].count("failing on request") == (1 if "exit" in trigger else 0)  # stderr once, in the detail
 
 
 def test_continue_of_unknown_name_and_interrupt_of_idle_name(engine_factory, fake_claude_bin, fake_env, prompt_file):
@@ -246,6 +249,11 @@ def test_a_claude_this_daemon_did_not_start_blocks_the_session(engine_factory, f
     (sessions / f"{me.pid}.json").write_text(json.dumps(record))
     with pytest.raises(SubagentError, match=f"running in another claude process \\(pid {me.pid}\\)"):
         engine.continue_("shared", "more")
+    # status agrees with continue: running, in that pid (not "finished")
+    seen = engine.status("shared")
+    assert (seen["state"], seen["running"], seen["pid"]) == ("running", True, me.pid)
+    listed = next(s for s in engine.status()["sessions"] if s["name"] == "shared")
+    assert (listed["state"], listed["pid"]) == ("running", me.pid)
     with pytest.raises(SubagentError, match="running in another claude process"):
         engine.start("shared", str(prompt_file))
     # a stale record (a start time that is not this pid's) is ignored
@@ -316,3 +324,14 @@ def test_a_leftover_holding_stdout_does_not_hold_the_turn(engine_factory, fake_c
     finally:
         if pidfile.exists():
             psutil.Process(int(pidfile.read_text())).kill()
+
+
+def test_a_start_that_cannot_spawn_puts_the_archive_back(engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path):
+    engine, todos = engine_factory(fake_claude_bin, fake_env)
+    first = engine.start("kept", str(prompt_file), trigger="first")
+    todos.wait_upserts("kept")
+    broken, _ = engine_factory(str(tmp_path / "no-such-claude"), fake_env)
+    with pytest.raises(SubagentError, match="cannot run claude_bin"):
+        broken.start("kept", str(prompt_file))
+    assert Path(first["transcript"]).is_file() and not Path(first["transcript"] + ".archived").exists()
+    assert engine.status("kept")["session_id"] == first["session_id"]

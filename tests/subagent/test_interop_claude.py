@@ -64,7 +64,11 @@ def test_lifecycle_start_status_todo_continue_refusal(engine_factory, claude_bin
     assert not cont.is_error and cont.data["session_id"] == session_id and cont.data["turn"] == 2
     second = todos.wait_upserts("life", 2)[1]["data"]
     assert second["outcome"]["outcome"] == "completed" and second["outcome"]["result_text"] == "second answer"
-    assert requests_with(mock_api, "life-2")[0]["model"] == "claude-haiku-4-5"
+    second_request = requests_with(mock_api, "life-2")[0]
+    assert second_request["model"] == "claude-haiku-4-5"
+    # continue keeps start's prompt_file instructions: claude's system-prompt snapshot carries them on resume
+    assert "PROMPT-FILE-MARKER" in json.dumps(second_request["system"])
+    assert "model=claude-haiku-4-5" in cont.text.splitlines()[0]  # known: asked for, so reported
     assert second["outcome"]["total_cost_usd"] == pytest.approx(outcome["total_cost_usd"] + second["outcome"]["cost_usd"])
 
     # what claude 2.1.328 sent (mock_messages_api's docstring): nothing but streamed POST /v1/messages?beta=true
