@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from common.waiting import wait_for
+from daemon_harness import wait_until
 from hivesubagent.engine import SubagentError, TurnState, open_prompt_file
 from hivesubagent.sessions import SessionStore
 
@@ -302,7 +303,8 @@ def test_parallel_starts_of_one_name_run_once(engine_factory, fake_claude_bin, f
     for t in threads:
         t.join(30)
     assert results.count("ok") == 1, results
-    assert len(fake_log(tmp_path)) == 1
+    # The refused starts never spawned; the one that ran logs once its (loaded) interpreter is up.
+    assert len(wait_until(lambda: fake_log(tmp_path), 30, "the fake claude's log line")) == 1
     assert len(SessionStore(engine.workdir, engine.env).find_all("race")) <= 1
     assert engine._turns["race"].state in (TurnState.RUNNING, TurnState.STOPPING)
 
