@@ -66,6 +66,11 @@ let
   bash = units.daemons.bash // { stateDirectory = cfg.bashStateDirectory; };
   subagent = units.daemons.subagent // { stateDirectory = cfg.subagentStateDirectory; };
 
+  # The agent's claude finds user skills in <config dir>/skills/<name>/SKILL.md (a symlinked folder loads too:
+  # checked with claude 2.1.328). The folder is copied to the store from this source tree, the package's own.
+  skillSource = ../../hivesubagent/skills/claude-subagents;
+  userHome = config.users.users.${cfg.user}.home or (if cfg.user == "root" then "/root" else "/home/${cfg.user}");
+
   extraEnvEntries = lib.mapAttrsToList (k: v: "${k}=${v}") cfg.subagentExtraEnv;
   # click splits a multiple-value option's environment variable on whitespace.
   badExtraEnv = lib.filter (e: builtins.match "[^[:space:]]*" e == null) extraEnvEntries;
@@ -201,6 +206,26 @@ in
       '';
     };
 
+    subagentSkill = mkOption {
+      type = types.bool;
+      default = true;
+      description = ''
+        Install the `claude-subagents` skill (hivesubagent/skills/claude-subagents/SKILL.md: when delegating
+        to subagents pays off, how to write the prompt file, watch, budget and read the result) where the
+        agent's claude finds it: a link at <claudeConfigDir>/skills/claude-subagents (systemd-tmpfiles).
+      '';
+    };
+
+    claudeConfigDir = mkOption {
+      type = types.str;
+      default = "${userHome}/.claude";
+      defaultText = lib.literalExpression ''"''${config.users.users.''${user}.home}/.claude"'';
+      description = ''
+        The agent's claude configuration directory ($CLAUDE_CONFIG_DIR if the harness sets one, else ~/.claude
+        of `user`): where subagentSkill installs the skill.
+      '';
+    };
+
     subagentEnvironment = mkOption {
       type = types.attrsOf types.str;
       default = { };
@@ -230,6 +255,14 @@ in
       bash = mkDefault (mcpEntry cfg.bashHttpPort);
       subagent = mkDefault (mcpEntry cfg.subagentHttpPort);
     };
+
+    # d: created 0700 for the user if missing (an existing directory keeps its group); L+: the link, replaced
+    # on every activation so it follows the current package.
+    systemd.tmpfiles.rules = if !cfg.subagentSkill then [ ] else [
+      "d ${cfg.claudeConfigDir} 0700 ${cfg.user} - -"
+      "d ${cfg.claudeConfigDir}/skills 0700 ${cfg.user} - -"
+      "L+ ${cfg.claudeConfigDir}/skills/claude-subagents - - - - ${skillSource}"
+    ];
 
     systemd.services = {
       # hive-bash: serves run, status, kill, list (mcp__bash__*) on bashHttpPort.

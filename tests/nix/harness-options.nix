@@ -31,6 +31,12 @@ in
       description = "systemd services.";
     };
 
+    systemd.tmpfiles.rules = mkOption {
+      type = types.listOf types.str;
+      default = [ ];
+      description = "systemd-tmpfiles lines.";
+    };
+
     assertions = mkOption {
       type = types.listOf types.attrs;
       default = [ ];

@@ -12,7 +12,7 @@
 let
   inherit (builtins)
     all any attrNames concatLists concatStringsSep filter foldl' functionArgs head intersectAttrs isAttrs
-    isFunction isInt isList isPath isString length listToAttrs map mapAttrs match tail;
+    isBool isFunction isInt isList isPath isString length listToAttrs map mapAttrs match tail;
 
   # --- plain helpers the module uses -------------------------------------------------------------------
   mapAttrsToList = f: attrs: map (n: f n attrs.${n}) (attrNames attrs);
@@ -64,6 +64,7 @@ let
 
   types = rec {
     str = mkOptionType { name = "str"; description = "string"; check = isString; };
+    bool = mkOptionType { name = "bool"; description = "boolean"; check = isBool; };
     strMatching = pattern: mkOptionType {
       name = "strMatching";
       description = "string matching the pattern ${pattern}";

@@ -2,6 +2,7 @@
 an agent.nix), the two services it generates, and the option descriptions an operator reads."""
 
 import re
+import subprocess
 
 import pytest
 from nixtest import BASH_TOOLS, REPO, SUBAGENT_TOOLS, NixError
@@ -182,3 +183,23 @@ def test_module_comments_beside_the_units_list_every_tool():
         comment = re.search(rf"# {unit}: serves ([a-z, ]+) \(", text)
         assert comment is not None, unit
         assert comment.group(1).split(", ") == tools
+
+
+def test_the_claude_subagents_skill_is_linked_where_claude_finds_it(evaluate_module, nix_instantiate):
+    """On by default: a tmpfiles link <config dir>/skills/claude-subagents to the skill folder in the store
+    (claude 2.1.328 loads user skills from there, symlinked folders included; tests/subagent shows it)."""
+    rules = evaluate_module()["tmpfiles"]
+    assert rules[:2] == ["d /root/.claude 0700 root - -", "d /root/.claude/skills 0700 root - -"]
+    kind, path, *_, target = rules[2].split()
+    assert (kind, path) == ("L+", "/root/.claude/skills/claude-subagents")
+    assert target.startswith("/nix/store/") and target.endswith("-claude-subagents")
+    folder = REPO / "hivesubagent" / "skills" / "claude-subagents"
+    assert (folder / "SKILL.md").is_file()
+    store_path = subprocess.run([nix_instantiate, "--readonly-mode", "--eval", "-E", f'"${{{folder}}}"'],
+                                capture_output=True, text=True, timeout=120, check=True).stdout.strip().strip('"')
+    assert target == store_path  # that folder, as the store will hold it
+    agent = evaluate_module('{ hyperhive.mcp.user = "agent"; }')["tmpfiles"]
+    assert agent[0] == "d /home/agent/.claude 0700 agent - -"
+    moved = evaluate_module('{ hyperhive.mcp.claudeConfigDir = "/srv/claude"; }')["tmpfiles"]
+    assert moved[2].startswith("L+ /srv/claude/skills/claude-subagents ")
+    assert evaluate_module("{ hyperhive.mcp.subagentSkill = false; }")["tmpfiles"] == []
