@@ -89,13 +89,14 @@ def main() -> int:
     if title:
         write({"type": "custom-title", "customTitle": title})
     write({"type": "user", "message": {"role": "user", "content": prompt}, "promptSource": "sdk", "timestamp": now()})
-    out({"type": "system", "subtype": "init", "session_id": session_id, "model": model, "cwd": os.getcwd()})
 
     def finish_interrupted(signum, frame):
         write({"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "[Request interrupted by user]"}]}, "timestamp": now()})
         sys.exit(0)
 
+    # The handler before the init line: a test that saw init may interrupt at once.
     signal.signal(signal.SIGINT, signal.SIG_IGN if directive(prompt, "ignore-int") is not None else finish_interrupted)
+    out({"type": "system", "subtype": "init", "session_id": session_id, "model": model, "cwd": os.getcwd()})
     pidfile = directive(prompt, "grandchild")
     if pidfile:
         child = subprocess.Popen(["sleep", "300"], start_new_session=True, stdout=subprocess.DEVNULL)

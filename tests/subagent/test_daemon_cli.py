@@ -83,8 +83,10 @@ def test_daemon_end_to_end(daemon_factory, claude_bin, real_env, prompt_file, tm
     assert unknown.returncode == 1 and "not running" in json.loads(unknown.stdout)["error"]
     pid = json.loads(run_cli("status", "job", "--json", env=env).stdout)["pid"]
 
-    listed = run_cli("list", env=env)
-    assert listed.returncode == 0 and "name=job" in listed.stdout and "turns=2" in listed.stdout
+    # claude writes the new turn's prompt to the transcript a moment after its init line
+    listed = wait_until(lambda: (r := run_cli("list", env=env)).returncode == 0 and "turns=2" in r.stdout and r, 30,
+                        "the second turn in the transcript")
+    assert "name=job" in listed.stdout
 
     # SIGTERM: the running turn is interrupted, its todo delivered, no claude left behind, exit 0
     assert daemon.stop(signal.SIGTERM, timeout=30) == 0

@@ -11,13 +11,11 @@ import json
 import os
 import stat
 import threading
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from common.waiting import wait_for
 from daemon_harness import wait_until
 from hivesubagent.engine import SubagentError, TurnState, open_prompt_file
 from hivesubagent.sessions import SessionStore
@@ -25,10 +23,8 @@ from hivesubagent.sessions import SessionStore
 
 def wait_running_in_fake(engine, name: str, seconds: float = 10.0) -> None:
     """Until the fake wrote its init line (it then installs its SIGINT handler right after)."""
-    with engine._cond:
-        ok = wait_for(engine._cond, lambda: name in engine._turns and engine._turns[name].stream.init_seen, seconds)
+    ok = engine.wait_until(lambda: (engine.running_view(name) or {}).get("confirmed"), seconds)
     assert ok, f"{name} did not report init within {seconds}s"
-    time.sleep(0.1)  # the fake sets its SIGINT handler just after printing init: let it get there
 
 
 def fake_log(tmp_path: Path) -> list[dict]:
@@ -125,8 +121,7 @@ def test_forced_interrupt_kills_tool_processes_outside_the_group(engine_factory,
     pidfile = tmp_path / "grandchild.pid"
     engine.start("tree", str(prompt_file), trigger=f"FAKE:grandchild={pidfile}\nFAKE:sleep=60")
     wait_running_in_fake(engine, "tree")
-    with engine._cond:
-        wait_for(engine._cond, lambda: pidfile.exists() and pidfile.read_text().strip() != "", 10.0)
+    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() != "", 10.0, "the grandchild's pid file")
     grandchild = psutil.Process(int(pidfile.read_text()))
     assert os.getsid(grandchild.pid) == grandchild.pid  # really outside claude's group and session
     view = engine.interrupt("tree", force=True)
@@ -269,7 +264,7 @@ def test_shutdown_interrupts_every_running_turn_and_refuses_new_ones(engine_fact
     engine.start("s2", str(prompt_file), trigger="FAKE:ignore-int FAKE:sleep=60")
     wait_running_in_fake(engine, "s1")
     wait_running_in_fake(engine, "s2")
-    pids = [engine._turns[n].pid for n in ("s1", "s2")]
+    pids = [engine.running_view(n)["pid"] for n in ("s1", "s2")]
     engine.shutdown()
     assert engine.running_names() == []
     assert todos.upserts("s1")[0]["data"]["outcome"]["outcome"] == "interrupted"
@@ -306,15 +301,15 @@ def test_parallel_starts_of_one_name_run_once(engine_factory, fake_claude_bin, f
     # The refused starts never spawned; the one that ran logs once its (loaded) interpreter is up.
     assert len(wait_until(lambda: fake_log(tmp_path), 30, "the fake claude's log line")) == 1
     assert len(SessionStore(engine.workdir, engine.env).find_all("race")) <= 1
-    assert engine._turns["race"].state in (TurnState.RUNNING, TurnState.STOPPING)
+    assert engine.running_view("race")["state"] in (TurnState.RUNNING.value, TurnState.STOPPING.value)
 
 
 def test_a_leftover_holding_stdout_does_not_hold_the_turn(engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path, monkeypatch):
     """Turn completion follows the process exit, not the pipe's EOF: a process that left claude's group may
     keep stdout open for as long as it lives."""
-    import hivesubagent.engine as engine_module
+    import hivesubagent.runner as runner_module
 
-    monkeypatch.setattr(engine_module, "READER_DRAIN_SECONDS", 0.5)
+    monkeypatch.setattr(runner_module, "READER_DRAIN_SECONDS", 0.5)
     engine, todos = engine_factory(fake_claude_bin, fake_env)
     pidfile = tmp_path / "holder.pid"
     engine.start("held", str(prompt_file), trigger=f"FAKE:holdpipe={pidfile}\nFAKE:reply=finished anyway")

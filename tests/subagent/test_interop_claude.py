@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
 from common.tools import ToolArgumentsError
+from daemon_harness import wait_until
 from hivesubagent.sessions import SessionStore
 from hivesubagent.tools import build_registry
 
@@ -24,10 +24,9 @@ pytestmark = pytest.mark.interop
 
 def wait_mock_saw(mock_api, marker: str, seconds: float = 60.0) -> None:
     """Until the mock received a request whose prompt carries `marker` (claude is then mid-turn)."""
-    deadline = time.monotonic() + seconds
-    while not any(marker in json.dumps(r.body) for r in mock_api.message_requests()):
-        assert time.monotonic() < deadline, f"the mock never saw {marker!r}"
-        time.sleep(0.02)  # another process's progress: nothing to be notified by
+    # another process's progress: nothing to be notified by, so poll
+    wait_until(lambda: any(marker in json.dumps(r.body) for r in mock_api.message_requests()), seconds,
+               f"the mock to see {marker!r}")
 
 
 def requests_with(mock_api, marker: str) -> list[dict]:
@@ -102,10 +101,7 @@ def test_interrupts_soft_and_forced_two_sessions_at_once(engine_factory, claude_
                 pass
         return None
 
-    deadline = time.monotonic() + 60
-    while (sleeper := tool_sleep()) is None:
-        assert time.monotonic() < deadline, "claude's Bash tool never started the sleep"
-        time.sleep(0.05)
+    sleeper = wait_until(tool_sleep, 60, "claude's Bash tool to start the sleep")
     assert os.getpgid(sleeper.pid) != hard["pid"]  # outside claude's process group
 
     soft_view = engine.interrupt("soft")

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from common.tools import ToolArgumentsError
-from common.waiting import wait_for
 from hivesubagent.result_pages import PAGE_BYTES
 from hivesubagent.tools import build_registry
 from mock_messages_api import long_reply
@@ -65,12 +64,10 @@ def test_progress_shows_mid_turn_while_a_tool_call_is_held(engine_factory, claud
     engine.start("prog", str(prompt_file), trigger='prog-1 MOCK:hold=prog\nMOCK:tool=Bash {"command": "echo progress-marker"}')
 
     def progress():
-        turn = engine._turns.get("prog")
-        return turn.stream.progress.view() if turn is not None else None
+        return (engine.running_view("prog") or {}).get("progress")
 
     # The mock holds the reply after the tool result until released: the turn is mid-way for as long as we look.
-    with engine._cond:
-        seen = wait_for(engine._cond, lambda: (progress() or {}).get("tool_calls") == 1, 60.0)
+    seen = engine.wait_until(lambda: (progress() or {}).get("tool_calls") == 1, 60.0)
     assert seen, f"no tool call seen in the stream: {progress()}"
     status = tools.call("status", {"name": "prog"})
     p = status.data["progress"]

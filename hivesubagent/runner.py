@@ -1,0 +1,211 @@
+"""Running one reserved turn: spawn claude, read its stream, watch for its exit, signal it, record its end.
+
+Threads per running turn: a reader (claude's stdout, see claude.py) and a watcher that waits for the exit,
+sweeps the group, reaps, decides the outcome and sends the turn's one todo. Timers: the optional turn timeout
+and the SIGKILL that follows a soft interrupt after `kill_grace`.
+
+A turn's `reap_lock` is held while its group is signalled or its leader reaped, so a pgid is never signalled
+once recycled (an unreaped zombie keeps it reserved). It is always taken before the table's `cond`, never
+while holding it; signalling (kill_tree reads /proc) therefore never happens under `cond`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from common.config import SubagentSettings
+from common.todos import Todos
+
+from hivesubagent import claude, proctree, views
+from hivesubagent.arguments import SubagentError
+from hivesubagent.sessions import read_transcript
+from hivesubagent.turn import Turn, TurnState
+from hivesubagent.turns import TurnTable
+
+log = logging.getLogger(__name__)
+
+READER_DRAIN_SECONDS = 5.0  # after claude exits, how long its stdout reader may take to deliver the last lines
+
+
+class TurnRunner:
+    def __init__(self, table: TurnTable, settings: SubagentSettings, todos: Todos, workdir: Path,
+                 env: Mapping[str, str], scratch: Path):
+        self.table = table
+        self.settings = settings
+        self.todos = todos
+        self.workdir = workdir
+        self.env = env
+        self.scratch = scratch  # unlinked temp files only (claude.spawn)
+
+    def spawn(self, turn: Turn, argv: list[str], pass_fds: tuple[int, ...] = ()) -> None:
+        """Start claude for a reserved turn, then its reader, watcher and timeout; raise SubagentError when
+        claude_bin cannot run (the caller releases the reservation)."""
+        try:
+            spawned = claude.spawn(argv, self.workdir, self.env, turn.prompt, self.scratch, pass_fds=pass_fds)
+        except OSError as exc:
+            raise SubagentError(f"cannot run claude_bin {self.settings.claude_bin!r}: {exc.strerror or exc}") from None
+        reader = threading.Thread(target=self._read, args=(turn,), name=f"subagent-read-{turn.name}", daemon=True)
+        with self.table.cond:
+            turn.spawned = spawned
+            turn.reader = reader
+            turn.started_mono = time.monotonic()
+            self.table.transition_locked(turn, TurnState.RUNNING)
+        log.info("session %s: %s turn %d started (pid %d, session %s)", turn.name, turn.kind, turn.number, spawned.proc.pid, turn.session_id)
+        self._safe_todo(lambda: self.todos.clear(turn.name))
+        reader.start()
+        threading.Thread(target=self._watch, args=(turn,), name=f"subagent-watch-{turn.name}", daemon=True).start()
+        if self.settings.turn_timeout:
+            self._start_timer(turn, self.settings.turn_timeout, self._timed_out)
+
+    def stop(self, turn: Turn, force: bool, reason: str, unless_signalled: bool = False) -> None:
+        """SIGINT (a kill_grace timer then escalates) or SIGKILL to the turn's whole tree; nothing once it was
+        reaped. `unless_signalled`: nothing when a signal was already sent (the turn timeout)."""
+        with turn.reap_lock:
+            if turn.exited or turn.spawned is None:
+                return
+            with self.table.cond:
+                if unless_signalled and turn.sent:
+                    return
+                first_sigint = self._record_signal_locked(turn, force, reason)
+            if force:
+                killed = proctree.kill_tree(turn.spawned.proc.pid, turn.spawned.pgid)
+            else:
+                proctree.signal_group(turn.spawned.pgid, signal.SIGINT)
+        if force:
+            log.info("session %s: SIGKILL (%s), %d process(es) signalled", turn.name, reason, killed)
+        else:
+            log.info("session %s: SIGINT (%s)", turn.name, reason)
+        if first_sigint:
+            self._start_timer(turn, self.settings.kill_grace, self._escalate)
+
+    def _record_signal_locked(self, turn: Turn, force: bool, reason: str) -> bool:
+        """Note the signal about to be sent and why; True for a turn's first SIGINT (it needs an escalation)."""
+        first_sigint = not force and "SIGINT" not in turn.sent
+        if force:
+            turn.sent["SIGKILL"] = reason
+        else:
+            turn.sent.setdefault("SIGINT", reason)
+        if turn.state is TurnState.RUNNING:
+            self.table.transition_locked(turn, TurnState.STOPPING)
+        return first_sigint
+
+    def _escalate(self, turn: Turn) -> None:
+        self.stop(turn, force=True, reason=f"still running {self.settings.kill_grace:g}s after SIGINT")
+
+    def _timed_out(self, turn: Turn) -> None:
+        self.stop(turn, force=False, reason=f"turn_timeout={self.settings.turn_timeout:g}s", unless_signalled=True)
+
+    def _start_timer(self, turn: Turn, seconds: float, action: Callable[[Turn], None]) -> None:
+        """Started outside `cond`; a timer that fires after the turn was reaped finds `exited` and does nothing."""
+        timer = threading.Timer(seconds, action, args=(turn,))
+        timer.daemon = True
+        with self.table.cond:
+            turn.timers.append(timer)
+        timer.start()
+
+    def _read(self, turn: Turn) -> None:
+        """Claude's stdout until EOF. Only this thread closes the pipe: closing a buffered reader while another
+        thread is blocked in it would block the closer on the buffer's lock."""
+        stdout = turn.spawned.proc.stdout
+        try:
+            for raw in stdout:
+                if turn.stream.feed(raw):
+                    with self.table.cond:
+                        self.table.cond.notify_all()
+        except (OSError, ValueError):
+            pass
+        finally:
+            stdout.close()
+
+    def _watch(self, turn: Turn) -> None:
+        spawned = turn.spawned
+        try:
+            os.waitid(os.P_PID, spawned.proc.pid, os.WEXITED | os.WNOWAIT)  # observe the exit; the zombie keeps its pgid
+        except ChildProcessError:
+            pass
+        with turn.reap_lock:
+            proctree.signal_group(spawned.pgid, signal.SIGKILL)  # leftovers of claude's own group
+            returncode = spawned.proc.wait()
+            turn.exited = True
+        with self.table.cond:
+            timers, sent = list(turn.timers), dict(turn.sent)
+        for timer in timers:
+            timer.cancel()
+        turn.reader.join(READER_DRAIN_SECONDS)
+        if turn.reader.is_alive():  # a process claude started (and that left its group) holds the pipe open
+            log.warning("session %s: claude exited but its stdout is still open; recording the turn from what was read", turn.name)
+        outcome = claude.classify(turn.stream.result, returncode, sent, spawned.stderr_tail(), turn.stream.last_text)
+        turn_cost, total_cost = self._cost(turn, outcome)
+        spawned.close()
+        if turn.kind == "start":
+            unarchive(turn)  # a no-op once claude wrote the new transcript
+        self._record_end(turn, outcome, turn_cost, total_cost)
+        log.info("session %s: turn %d %s (%s) after %.1fs, rc=%s", turn.name, turn.number, outcome.kind, outcome.detail,
+                 turn.elapsed(), returncode)
+
+    def _record_end(self, turn: Turn, outcome: claude.Outcome, turn_cost: float | None, total_cost: float | None) -> None:
+        """The turn ends (waiters wake), then its one todo is queued and it counts as reported."""
+        with self.table.cond:
+            turn.outcome, turn.turn_cost, turn.total_cost = outcome, turn_cost, total_cost
+            self.table.remember_ended_locked(turn)
+            self.table.transition_locked(turn, TurnState.ENDED)
+            data = views.turn_view(turn, self.settings.result_chars)
+        summary, body = views.turn_todo(turn, data)
+        self._safe_todo(lambda: self.todos.upsert(turn.name, summary, body, data))
+        with self.table.cond:
+            turn.reported = True
+            self.table.cond.notify_all()
+
+    @staticmethod
+    def _cost(turn: Turn, outcome: claude.Outcome) -> tuple[float | None, float | None]:
+        """This turn's cost and the session's total: claude's cumulative total after it minus the one before
+        (read from the transcript when there was no result line)."""
+        total = outcome.cost_usd
+        if total is None:
+            try:
+                total = read_transcript(turn.transcript).cost_usd
+            except OSError:
+                total = None
+        if total is None:
+            return None, None
+        return max(0.0, total - (turn.cost_before or 0.0)), total
+
+    @staticmethod
+    def _safe_todo(action: Callable[[], Any]) -> None:
+        try:
+            action()
+        except Exception:  # a todo must never take a turn down with it
+            log.exception("todo delivery failed")
+
+
+def unarchive(turn: Turn) -> None:
+    """Put back what a start archived when its new session never came to exist (claude failed to spawn, or
+    exited before writing a transcript): the name keeps its earlier session."""
+    if turn.archived and not turn.transcript.exists():
+        for path in turn.archived:
+            _restore_archived(turn.name, path)
+    turn.archived = []
+
+
+def _restore_archived(name: str, path: Path) -> None:
+    """Move an archived transcript back to its own name, never over a transcript that appeared meanwhile."""
+    original = path.with_name(path.name.split(".jsonl", 1)[0] + ".jsonl")
+    try:
+        try:
+            os.link(path, original)
+            os.unlink(path)
+        except FileExistsError:
+            raise
+        except OSError:  # a filesystem without hard links (as in archive_file)
+            if original.exists():
+                raise FileExistsError(original) from None
+            os.rename(path, original)
+        log.info("session %s: the new session did not start; put back %s", name, original)
+    except OSError as exc:
+        log.warning("session %s: could not put back %s: %s", name, path, exc)

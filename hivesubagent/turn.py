@@ -1,0 +1,77 @@
+"""One turn of a session: a claude process from reservation to recorded end, and its state table.
+
+    starting -> running | ended     (spawned; or refused/failed before claude ran)
+    running  -> stopping | ended    (we signalled it; or it exited by itself)
+    stopping -> ended
+
+Nothing here does I/O or takes a lock: the engine changes a turn's state only through its one guarded
+transition (`SubagentEngine._transition_locked`), under its condition.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from common.states import StateTable
+from hivesubagent import claude
+
+
+class TurnState(str, Enum):
+    STARTING = "starting"  # the name is reserved; transcripts are being looked up/archived, claude spawned
+    RUNNING = "running"
+    STOPPING = "stopping"  # we signalled it; waiting for the exit
+    ENDED = "ended"  # exited, reaped, outcome decided; already out of the engine's map
+
+
+TURN_STATES = StateTable("turn", {
+    TurnState.STARTING: {TurnState.RUNNING, TurnState.ENDED},
+    TurnState.RUNNING: {TurnState.STOPPING, TurnState.ENDED},
+    TurnState.STOPPING: {TurnState.ENDED},
+})
+
+
+@dataclass(eq=False)
+class Turn:
+    """One running claude process: a turn of session `name`.
+
+    The engine's condition guards every field but two: `exited` (and the signalling it allows) is guarded by
+    `reap_lock`, held while the group leader is signalled or reaped, so a signal never reaches a recycled
+    pgid; `stream` is written by the reader thread alone (the engine is notified after each event)."""
+
+    name: str
+    kind: str  # "start" | "continue"
+    session_id: str
+    transcript: Path
+    model: str | None
+    prompt: str
+    number: int  # the session's turn number this run will be
+    cost_before: float | None  # cumulative cost before this turn (from the transcript)
+    budget_usd: float | None = None  # --max-budget-usd of this turn
+    archived: list[Path] = field(default_factory=list)  # (start) earlier transcripts of the name it archived
+    started_wall: float = field(default_factory=time.time)
+    started_mono: float = field(default_factory=time.monotonic)
+    state: TurnState = TurnState.STARTING
+    spawned: claude.Spawned | None = None
+    stream: claude.StreamState = field(default_factory=claude.StreamState)
+    sent: dict[str, str] = field(default_factory=dict)  # signal name -> why
+    reap_lock: threading.Lock = field(default_factory=threading.Lock)
+    exited: bool = False  # reaped: never signal its pgid again
+    outcome: claude.Outcome | None = None
+    turn_cost: float | None = None
+    total_cost: float | None = None
+    ended_mono: float | None = None
+    timers: list[threading.Timer] = field(default_factory=list)
+    reader: threading.Thread | None = None
+    reported: bool = False  # its todo is queued (after ENDED: a continue is never refused once the todo says done)
+
+    @property
+    def pid(self) -> int | None:
+        return self.spawned.proc.pid if self.spawned else None
+
+    def elapsed(self) -> float:
+        end = self.ended_mono if self.ended_mono is not None else time.monotonic()
+        return max(0.0, end - self.started_mono)

@@ -1,0 +1,138 @@
+"""What the subagent tools and todos say about a turn or a session: plain dicts and text, no I/O, no lock.
+
+The engine calls these under its condition for a running turn (a consistent snapshot) and without it for a
+transcript read from disk.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from hivesubagent import claude
+from hivesubagent.result_pages import excerpt, read_on
+from hivesubagent.sessions import LiveSession, Transcript
+from hivesubagent.turn import Turn, TurnState
+
+OUTCOME_EXTRA_FIELDS = ("terminal_reason", "api_error_status", "num_turns")
+
+
+def iso(wall: float | None) -> str | None:
+    return None if wall is None else datetime.fromtimestamp(wall, timezone.utc).isoformat(timespec="seconds")
+
+
+def turn_view(turn: Turn, result_chars: int) -> dict[str, Any]:
+    """A running or just-ended turn, as `start`, `continue`, `interrupt` and `status` answer it."""
+    view: dict[str, Any] = {
+        "name": turn.name,
+        "state": turn.state.value,
+        "running": turn.state is not TurnState.ENDED,
+        "session_id": turn.session_id,
+        "transcript": str(turn.transcript),
+        "kind": turn.kind,
+        "turn": turn.number,
+        "pid": turn.pid,
+        "model": turn.stream.model or turn.model,  # None: not known yet (claude's default, no init line)
+        "started_at": iso(turn.started_wall),
+        "elapsed_s": round(turn.elapsed(), 3),
+        "confirmed": turn.stream.init_seen,
+        "signals": dict(turn.sent),
+        "turns_done": max(0, turn.number - 1),
+        "total_cost_usd": turn.cost_before,  # claude records cost at a turn's end: this is up to the last one
+        "max_budget_usd": turn.budget_usd,
+        "progress": turn.stream.progress.view(),
+    }
+    if turn.outcome is not None:
+        view["outcome"] = outcome_data(turn, result_chars)
+    return view
+
+
+def outcome_data(turn: Turn, result_chars: int) -> dict[str, Any]:
+    o = turn.outcome
+    assert o is not None
+    total_chars = max(len(o.result_text), turn.stream.result_chars if turn.stream.result else 0)
+    start = excerpt(o.result_text, result_chars)
+    return {
+        "outcome": o.kind,
+        "detail": o.detail,
+        "exited_without_result": o.exited_without_result,
+        "returncode": o.returncode,
+        "result_text": start.text,
+        "result_chars": total_chars,
+        "result_next_offset": len(start.text) if len(start.text) < total_chars else None,
+        "cost_usd": turn.turn_cost,
+        "total_cost_usd": turn.total_cost,
+        "max_budget_usd": turn.budget_usd,
+        "duration_s": round(turn.elapsed(), 3),
+        **{k: v for k, v in o.extra.items() if k in OUTCOME_EXTRA_FIELDS},
+    }
+
+
+def transcript_view(t: Transcript, result_chars: int, other: LiveSession | None, ours: Turn | None) -> dict[str, Any]:
+    """A session that this daemon is not running, from its transcript. `other`: a claude process this daemon
+    did not start that runs it; `ours`: this engine's ended turn that wrote the transcript's last turn."""
+    last = t.last_turn
+    view: dict[str, Any] = {
+        "name": t.name,
+        "state": "finished",
+        "running": False,
+        "session_id": t.session_id,
+        "transcript": str(t.path),
+        "model": t.model,
+        "turns": t.turns,
+        "total_cost_usd": t.cost_usd,
+        "updated_at": iso(t.last_at or t.mtime),
+    }
+    if other is not None:
+        # Not ours, but running: say so as continue does (which refuses it), with its pid.
+        view.update(state="running", running=True, pid=other.pid, started_by="another claude process, not this daemon")
+    if last is not None:
+        start = excerpt(last.result_text, result_chars)
+        view["last_turn"] = {
+            "outcome": "interrupted" if last.outcome == "no_result" else last.outcome,
+            "exited_without_result": last.outcome == "no_result",
+            "result_text": start.text,
+            "result_chars": start.total_chars,
+            "result_next_offset": start.next_offset,
+            "cost_usd": last.cost_usd,
+            "duration_s": None if last.duration_seconds is None else round(last.duration_seconds, 3),
+            "started_at": iso(last.started_at),
+        }
+        if ours is not None and other is None:
+            o = ours.outcome
+            view["last_turn"].update(outcome=o.kind, detail=o.detail, exited_without_result=o.exited_without_result,
+                                     max_budget_usd=ours.budget_usd, cost_usd=ours.turn_cost,
+                                     **{k: v for k, v in o.extra.items() if k in ("terminal_reason", "api_error_status")})
+    return view
+
+
+def turn_todo(turn: Turn, view: dict[str, Any]) -> tuple[str, str]:
+    """The summary and body of a finished turn's one todo (its data is `view`): outcome, the start of the
+    result, cost, how to go on."""
+    o = view["outcome"]
+    cost = "" if o["cost_usd"] is None else f", ${o['cost_usd']:.4f}"
+    summary = f"subagent {turn.name}: turn {turn.number} {o['outcome']}{cost}"
+    facts = (
+        f"outcome={o['outcome']} name={turn.name} session_id={turn.session_id} turn={turn.number} "
+        f"cost_usd={_num(o['cost_usd'])} total_cost_usd={_num(o['total_cost_usd'])} duration_s={o['duration_s']:.1f}"
+    )
+    if turn.budget_usd is not None:
+        facts += f" max_budget_usd={claude.format_usd(turn.budget_usd)}"
+    lines = [facts, f"detail: {o['detail']}"]
+    if o["result_text"]:
+        shown = len(o["result_text"])
+        lines += [f"result ({shown} of {o['result_chars']} characters):" if o["result_next_offset"] else "result:", o["result_text"]]
+        if o["result_next_offset"]:
+            lines.append(read_on(turn.name, o["result_next_offset"], o["result_chars"]))
+    more = ', max_budget_usd=...' if o["outcome"] == "budget_exceeded" else ""
+    lines += [
+        "",
+        f'next: continue(name="{turn.name}", prompt="..."{more}) gives it another turn; '
+        f'start(name="{turn.name}", ...) archives this session and starts afresh.',
+        f"transcript: Read({turn.transcript})",
+    ]
+    return summary, "\n".join(lines)
+
+
+def _num(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.6f}"
