@@ -17,6 +17,8 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.states import BadTransition, StateTable  # noqa: F401 - BadTransition is part of this module's interface
+
 PENDING = "pending"
 RUNNING = "running"
 DONE = "done"
@@ -30,18 +32,10 @@ TERMINAL = STATES - ACTIVE
 # Display and filter order (the `list` tool's enum keeps this order).
 STATE_ORDER = (PENDING, RUNNING, DONE, TIMED_OUT, KILLED, INTERRUPTED)
 
-TRANSITIONS: dict[str, frozenset[str]] = {
-    PENDING: frozenset({RUNNING, KILLED, INTERRUPTED}),
-    RUNNING: frozenset({DONE, TIMED_OUT, KILLED, INTERRUPTED}),
-    DONE: frozenset(),
-    TIMED_OUT: frozenset(),
-    KILLED: frozenset(),
-    INTERRUPTED: frozenset(),
-}
-
-
-class BadTransition(RuntimeError):
-    """An edge not in TRANSITIONS was asked for: a bug in the caller, never a user error."""
+TASK_STATES = StateTable("task", {
+    PENDING: {RUNNING, KILLED, INTERRUPTED},
+    RUNNING: {DONE, TIMED_OUT, KILLED, INTERRUPTED},
+})  # done, timed_out, killed and interrupted are terminal: no edge leaves them
 
 
 @dataclass
@@ -131,9 +125,7 @@ def transition(task: Task, new_state: str, result: TaskResult | None = None) -> 
 
     The caller holds the engine's lock and notifies waiters afterwards; this function only guards the edge.
     """
-    allowed = TRANSITIONS.get(task.state, frozenset())
-    if new_state not in allowed:
-        raise BadTransition(f"task {task.id}: {task.state} -> {new_state} is not an allowed transition")
+    TASK_STATES.check(task.state, new_state, task.id)
     if new_state in TERMINAL:
         if result is None:
             raise BadTransition(f"task {task.id}: {new_state} needs a result")
