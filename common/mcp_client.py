@@ -1,6 +1,6 @@
 """A minimal MCP client for the operator CLIs: one `tools/call` is one POST in protocol 2026-07-28.
 
-Importing the official SDK client costs ~0.7 s here (DESIGN.md); a CLI command must feel instant, so this
+Importing the official SDK client costs ~0.7 s (docs/design.md, "MCP clients"); a CLI command must feel instant, so this
 speaks the stateless revision directly with `http.client`. The official client stays the reference in tests.
 """
 

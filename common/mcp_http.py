@@ -46,7 +46,8 @@ HEALTH_PATH = "/healthz"
 SESSION_HEADER = "Mcp-Session-Id"
 VERSION_HEADER = "MCP-Protocol-Version"
 # Ask for the structured form of a tool result: params._meta["hive/structured"] = true. Off by default because
-# Claude Code shows the model only structuredContent when present (FACTS.md), and the model reads text best.
+# Claude Code shows the model only structuredContent when present (docs/design.md, "MCP clients"), and the
+# model reads text best.
 STRUCTURED_META_KEY = "hive/structured"
 # The caller is an operator, not the agent: params._meta["hive/operator"] = true (set by common.mcp_client).
 # An operator's look at a task must not take the agent's notice of it, nor move what the agent has seen.

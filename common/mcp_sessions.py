@@ -1,8 +1,8 @@
 """Handshake-era MCP sessions: a bounded table with idle expiry.
 
-Claude Code reconnects every turn and never sends DELETE (FACTS.md), so every turn mints a session; without a
-TTL and a cap the table would grow forever. An expired or evicted id is simply unknown: the transport answers
-404 and the client initializes again, as the spec intends.
+Claude Code reconnects every turn and never sends DELETE (docs/design.md, "MCP clients"), so every turn
+mints a session; without a TTL and a cap the table would grow forever. An expired or evicted id is simply
+unknown: the transport answers 404 and the client initializes again, as the spec intends.
 """
 
 import secrets

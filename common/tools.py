@@ -73,7 +73,8 @@ class Tool:
 
     def listing(self) -> dict[str, Any]:
         """The tool as `tools/list` shows it. No outputSchema: the Python SDK would then *require*
-        structuredContent on every result, and Claude Code would show the model only that (FACTS.md)."""
+        structuredContent on every result, and Claude Code would show the model only that (docs/design.md,
+        "MCP clients")."""
         entry: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
         if self.title:
             entry["title"] = self.title

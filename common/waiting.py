@@ -55,7 +55,7 @@ class WaitSlots:
     """At most `limit` inline waits at once, so waits never take every request thread.
 
     `try_acquire` never blocks: when every slot is taken the caller answers at once with the current state
-    instead of waiting (DESIGN.md, "Threads"): a `kill` or `status` must never queue behind waits.
+    instead of waiting (docs/design.md, "Threads and locks"): a `kill` or `status` must never queue behind waits.
     """
 
     def __init__(self, limit: int):

@@ -1,6 +1,6 @@
 """Which processes are a task's, and stopping them: identification by marker, group and tree; pidfd signals.
 
-Facts this module is built on (../shared/FACTS.md, "Processes"):
+Facts this module is built on (docs/design.md, "Linux processes"):
 - A grandchild that calls `setsid` leaves the group and `killpg` cannot reach it. The daemon is a child
   subreaper (hivebash/reaper.py), so such orphans become *its* children, and every process of a task carries
   the marker `HIVE_BASH_TASK=<id>:<nonce>` in its environment: a task's processes are the daemon's descendants

@@ -1,6 +1,6 @@
 """One worker thread per task: spawn, wait, time out, signal the group, find escapees, reap with rusage.
 
-Facts this module is built on (../shared/FACTS.md, "Processes"):
+Facts this module is built on (docs/design.md, "Linux processes"):
 - `preexec_fn` is unsafe in a threaded process: the new session comes from `start_new_session=True`.
 - Non-interactive bash makes `&` children ignore SIGINT, so after a graceful kill the group leader may be gone
   while its children live on: once the leader has exited, whatever is left of the task is stopped too

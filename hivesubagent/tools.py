@@ -1,7 +1,8 @@
 """The MCP surface of the subagent daemon: four tools, their schemas and descriptions, and result formatting.
 
-Each result is formatted twice from one view (DESIGN.md, "Results the model reads"): `text` for the model, a
-first line of stable key=value facts and then the readable rest; `data`, the exact structured form.
+Each result is formatted twice from one view: `text` for the model, a first line of stable key=value facts and
+then the readable rest; `data`, the exact structured form (Claude Code would show the model only that:
+docs/design.md, "MCP clients").
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The handshake-era session table: idle expiry and the cap, driven by an injected clock (no sleeps).
 
-Why it matters: Claude Code reconnects every turn and never sends DELETE (FACTS.md), so without expiry and a
-cap the table grows forever; an expired id must simply be unknown (the transport answers 404).
+Why it matters: Claude Code reconnects every turn and never sends DELETE (docs/design.md, "MCP clients"), so
+without expiry and a cap the table grows forever; an expired id must simply be unknown (the transport answers 404).
 """
 
 import subprocess

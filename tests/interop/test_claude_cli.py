@@ -1,7 +1,7 @@
 """The real Claude Code CLI (2.1.328) against our transport: `claude mcp add` / `claude mcp list`, and a
 real `claude -p` turn whose model (a mock Messages API on loopback) calls our tools over MCP.
 
-`claude mcp list` exits 0 whether or not a server connected (FACTS.md), so the tests read its text.
+`claude mcp list` exits 0 whether or not a server connected (docs/design.md, "MCP clients"), so the tests read its text.
 Scratch HOME and project directory per test; no API key in the environment (with a key and no base URL the
 command hangs ~18 s), and CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 so nothing leaves the machine.
 """
@@ -86,7 +86,7 @@ def claude_turn(claude_bin, mock_api, echo_daemon, tmp_path):
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"echo": {"type": "http", "url": echo_daemon.url}}}))
     env = module.claude_env(server.url, tmp_path / "scratch")
-    env["ENABLE_TOOL_SEARCH"] = "false"  # MCP tools go straight into the request's `tools` (FACTS.md)
+    env["ENABLE_TOOL_SEARCH"] = "false"  # MCP tools go straight into the request's `tools` (docs/design.md)
     project = tmp_path / "project"
     project.mkdir()
 

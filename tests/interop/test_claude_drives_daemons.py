@@ -42,7 +42,7 @@ def stack(daemon_factory, mock_api, claude_bin, sink, tmp_path):
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"bash": {"type": "http", "url": bash.url},
                                                  "subagent": {"type": "http", "url": subagent.url}}}))
-    env = dict(env, ENABLE_TOOL_SEARCH="false")  # MCP tools go straight into the request's tools (FACTS.md)
+    env = dict(env, ENABLE_TOOL_SEARCH="false")  # MCP tools go straight into the request's tools (docs/design.md)
     project = tmp_path / "project"
     project.mkdir()
 

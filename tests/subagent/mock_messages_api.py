@@ -37,7 +37,7 @@ points on every run):
     then the turn ends with an `is_error` result (`api_error_status`) and rc 1;
   * the default model is `claude-opus-5-5`; claude prices the mock's usage, so costs are small but non-zero;
   * SIGINT mid-turn (stream-json): rc 0, then sometimes a `result` line with subtype
-    `error_during_execution`, sometimes none (FACTS.md saw only the latter); SIGINT before the request is
+    `error_during_execution`, sometimes none (only the latter was seen); SIGINT before the request is
     sent leaves no transcript at all.
 """
 
@@ -342,7 +342,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def claude_env(mock_url: str, scratch: "str | Any") -> dict[str, str]:
-    """The environment the real CLI needs to run against the mock with no account (FACTS.md)."""
+    """The environment the real CLI needs to run against the mock with no account (docs/design.md, "The claude CLI")."""
     import os
     from pathlib import Path
 

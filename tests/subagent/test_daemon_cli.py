@@ -174,7 +174,7 @@ def test_daemon_refuses_knobs_that_cannot_work(tmp_path, flag, value, message):
 def test_kill_9_of_the_daemon_mid_turn_then_restart(daemon_factory, claude_bin, real_env, prompt_file, tmp_path, sink):
     """Without systemd's cgroup a kill -9 leaves the running claude behind. The restarted daemon (empty memory, as
     specified) must still refuse a second claude on that session while the first lives (claude itself would let
-    both append to one transcript: FACTS.md), and resume it from disk once it has ended."""
+    both append to one transcript: docs/design.md), and resume it from disk once it has ended."""
     workdir = tmp_path / "work"
     workdir.mkdir()
     argv = [str(BIN / "hive-subagent-daemon"), "--claude-bin", claude_bin, "--workdir", str(workdir),
