@@ -6,7 +6,7 @@ only protects against a power loss or a kernel crash, which also ends every proc
 default a file written on the path of a call is handed to one background thread, which flushes everything
 handed to it within `window` seconds in one batch (fdatasync of each file, then fsync of their directory, so
 the renames are on disk too), the way databases offer group commit. `always` fsyncs each file before it is
-renamed into place and before the call goes on, as every write used to; the directory is then not fsync'ed
+renamed into place and before the call goes on; the directory is then not fsync'ed
 (a power cut leaves the previous, consistent record).
 
 Both modes keep a file's descriptor open until it is flushed, so the flush reaches the inode that was written

@@ -53,7 +53,7 @@ _PORT = re.compile(r"[0-9]{0,5}")  # RFC 3986 `port = *DIGIT`
 def split_host_header(value: str) -> str | None:
     """The host name of a Host value (`name`, `name:port`, `[v6]`, `[v6]:port`, bare `::1`), lowercased, or None
     when the value is not of that form: `[::1].evil.example`, `localhost:80@evil.example` and two Host headers
-    joined by a comma used to be read as loopback (tests/robustness/test_security_http.py)."""
+    joined by a comma must never pass for loopback (tests/robustness/test_security_http.py)."""
     value = value.strip().lower()
     if value.startswith("["):
         end = value.find("]")

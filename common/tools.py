@@ -148,7 +148,7 @@ class ToolRegistry:
 
     def __init__(self, tools: list[Tool] | tuple[Tool, ...] = ()):
         self._tools: dict[str, Tool] = {}
-        # One validator a tool, built at registration: building one (a referencing registry and resolver) was
+        # One validator a tool, built at registration: building one (a referencing registry and resolver) costs
         # ~10% of the Python time of a tools/call (py-spy, scripts/bench.py throughput). Most calls are
         # answered by the quick check alone (common/quick_check.py); jsonschema judges the rest.
         self._validators: dict[str, Any] = {}

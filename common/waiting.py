@@ -88,8 +88,8 @@ class Doorbell:
     """A wake-up that is safe to ring from a signal handler: one eventfd write, no lock.
 
     `threading.Event.set` takes a lock; a Python signal handler runs in the main thread between bytecodes, so a
-    SIGCHLD that arrives while the main thread is itself inside `Event.set` deadlocks it on that lock (seen:
-    the bash daemon's serving loop hung under load, every client timing out). Ringing this never blocks.
+    SIGCHLD that arrives while the main thread is itself inside `Event.set` deadlocks it on that lock (under
+    load that hangs the serving loop and every client times out). Ringing this never blocks.
     """
 
     def __init__(self):

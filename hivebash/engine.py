@@ -6,7 +6,7 @@ housekeeping thread), views.py (snapshots and the answers' text), arguments.py (
 
 One condition, `tasks_changed`, guards every TaskEntry, the table and the queue; every change of state is
 followed by `notify_all`, so an inline wait wakes the moment its task ends. Nothing under that lock waits on
-a disk, a new thread or another lock that a disk write holds: under load every such wait held up every other
+a disk, a new thread or another lock that a disk write holds: under load every such wait holds up every other
 request and worker behind it.
 """
 
@@ -62,7 +62,7 @@ class Engine:
         self.reaper = OrphanReaper(on_watch=self._wake.ring)
         self.default_cwd = os.getcwd()  # a task's cwd when none is given: the daemon's, which never changes
         # Ids and marker nonces need to be unique, not secret (a marker only names a task's processes to this
-        # daemon). A generator seeded once from the OS makes them without a syscall: getrandom gave up the GIL
+        # daemon). A generator seeded once from the OS makes them without a syscall: getrandom would give up the GIL
         # on every run() (scripts/bench.py throughput).
         self._ids = random.Random(secrets.randbits(128))
         self.slots = WaitSlots(settings.max_inline_waits)

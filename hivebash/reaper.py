@@ -48,13 +48,13 @@ class OrphanReaper:
     registration of the new leader (`begin_spawn`/`end_spawn`), so a new leader is never mistaken for a
     known orphan whose pid it reused.
 
-    Spawns run side by side: one lock held across `Popen` serialised them, and a `Popen` waiting for the GIL
-    after its exec then held up every other spawn and every worker's `drop_leader` (scripts/bench.py,
-    throughput with 8 clients: waits of ~20 ms each on that lock).
+    Spawns run side by side: one lock held across `Popen` would serialise them, and a `Popen` waiting for the
+    GIL after its exec would hold up every other spawn and every worker's `drop_leader` (docs/performance.md,
+    "Measurements behind the code").
 
     Each known orphan is watched through a pidfd (`watched`), which becomes readable when it dies: the
-    housekeeper polls them, so no SIGCHLD handler is needed. That handler ran in the main (serving) thread at
-    every task's exit only to find, almost always, that no orphan was known. `on_watch` is called (no lock
+    housekeeper polls them, so no SIGCHLD handler is needed: one would run in the main (serving) thread at
+    every task's exit only to find, almost always, that no orphan is known. `on_watch` is called (no lock
     held) when a pidfd is added, so a poll that is under way can start again with it.
     """
 

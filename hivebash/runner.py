@@ -1,4 +1,4 @@
-"""One worker thread per task: spawn, wait, time out, signal the group, find escapees, reap with rusage.
+"""A worker per task (on a pooled thread, workers.py): spawn, wait, time out, signal the group, find escapees, reap.
 
 Facts this module is built on (docs/design.md, "Linux processes"):
 - `preexec_fn` is unsafe in a threaded process: the new session comes from `start_new_session=True`.
@@ -36,9 +36,9 @@ log = logging.getLogger(__name__)
 
 # A task still running this long after its spawn gets its `running` record written (by its worker, which
 # is idle then); one that ends sooner goes from its pending record straight to its terminal one. Most agent
-# commands are short: writing a record for a state the disk would hold for a millisecond cost every such task
-# one file creation, fsync and rename more, and as a write racing the worker's it delayed the inline answer
-# (scripts/bench.py: run("true", wait 30) 2.81x -> 2.65x of subprocess with the write taken out of the way).
+# commands are short: writing a record for a state the disk would hold for a millisecond would cost every such
+# task one file creation, fsync and rename more, and, racing the worker's write, delay the inline answer
+# (docs/performance.md, "Measurements behind the code").
 # What a crash in this window leaves is the pending record, whose marker is all a restart needs to find and
 # stop the task's processes (and Engine.start then says the task was running when it finds them).
 RUNNING_RECORD_DELAY = 0.05
@@ -65,7 +65,7 @@ class RunnerHooks(Protocol):
 class Launcher:
     """What every spawn shares, prepared once: the base environment, /dev/null, and bash resolved per PATH.
 
-    Each of these was a cost on every task's path: copying os.environ (~25 us), opening and closing /dev/null,
+    Each of these would be a cost on every task's path: copying os.environ (~25 us), opening and closing /dev/null,
     and Popen's search of PATH for `bash` (about eight failed execve in the child). Under load every syscall
     of the daemon hands the GIL to another thread and waits to get it back (scripts/bench.py throughput).
     The environment is the daemon's as it was when the engine started (`env` None), or `env`.

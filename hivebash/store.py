@@ -116,8 +116,9 @@ class TaskStore:
         Unlink first, then create: a leftover process of the old task keeps writing into the old (now
         nameless) file instead of into the new task's output. A fresh id has no files, so the exclusive
         create is tried first and the unlinks happen only when a file is there: every unlink (even of a
-        missing name) and every create takes the directory's lock, and under load (scripts/bench.py, 8
-        clients) prepare took ~4 ms, most of it queueing for that lock behind the other tasks' files.
+        missing name) and every create takes the directory's lock: under load, queueing for that lock behind
+        the other tasks' files is most of what `prepare` costs (docs/performance.md, "Measurements behind the
+        code").
         """
         check_name(task_id, "id")
         base = f"{self.dir}/{task_id}"
@@ -252,7 +253,7 @@ class RecordWriter:
     Ownership: a record is written only for the task that currently owns its id (`own`). A reused name or a
     pruned task changes the owner, which waits for a write of the id in progress, so a late write of a
     finished task can never replace the record of the new task with its name, nor bring a pruned record back
-    (both were races: two writers of one id also shared its temp file, and one rename then failed).
+    (two writers of one id would also share its temp file, and one rename would fail).
     """
 
     def __init__(self, store: TaskStore):

@@ -16,15 +16,15 @@ log = logging.getLogger(__name__)
 class WorkerPool:
     """Long-lived threads that run task workers, so starting a task never waits for a new thread.
 
-    `Thread.start` returns only once the new thread runs, which under load means once it got the GIL: `run`
-    waited ~10 ms there per task (scripts/bench.py throughput, 8 clients; engine.run's median was 14-20 ms of
-    which the disk took ~4). An idle pooled thread is woken by a lock release instead, and the caller goes on.
+    `Thread.start` returns only once the new thread runs, which under load means once it got the GIL: a large
+    part of `run`'s time (docs/performance.md, "Measurements behind the code"). An idle pooled thread is woken
+    by a lock release instead, and the caller goes on.
     The pool grows to the number of tasks running at once. Up to `keep_idle` idle threads wait for work for
     `idle_seconds`; more than that retire after `surplus_seconds`, so a burst of long tasks does not leave an
     idle daemon with hundreds of threads.
 
     Each thread owns an eventfd for its whole life and hands it to every job it runs (`job(wake_fd)`), which
-    must leave it drained: making and closing one per task were two more syscalls on every task's path, and
+    must leave it drained: making and closing one per task would be two more syscalls on every task's path, and
     under load each syscall hands the GIL to another thread and waits to get it back (~1 ms a syscall at 8
     clients, scripts/bench.py throughput).
     """

@@ -1,6 +1,6 @@
 """Bash daemon: run round trip, exit-to-answer latency, throughput, 1,000 running tasks, a 1 GiB output.
 
-Each figure stands beside a baseline measured in the same run (issue "[2 of 6]", "Speed and scale").
+Each figure stands beside a baseline measured in the same run.
 
 Noise to know of on the shared dev VM: its root file system is ext4 without a journal, where creating a file
 scans past every inode of its block group freed in the last minute (ext4's recently_deleted()). Every task
@@ -153,9 +153,9 @@ def throughput(ctx):
             t.join()
         conn = McpConnection(d.port)
         # Sustained: the clock stops when the daemon has no task pending or running, i.e. when every task
-        # submitted has finished, not when the last one was accepted. (This used to wait with one status
-        # call per task, one after the other: ~1 ms each, that measured the polling client as much as the
-        # daemon.) Every task is then checked to have run to `done`, outside the timed window.
+        # submitted has finished, not when the last one was accepted (a status call per task, one after the
+        # other, would measure the polling client as much as the daemon). Every task is then checked to have
+        # run to `done`, outside the timed window.
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and any(
                 conn.call("list", {"state": state, "limit": 1})["structuredContent"]["total"] for state in ("pending", "running")):

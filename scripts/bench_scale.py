@@ -1,6 +1,6 @@
 """How the bash daemon's costs grow: 10, 100 and 1,000 running tasks; 1 KiB to 1 GiB of output.
 
-Issue "[6 of 6]" asks for the scaling curves beside same-run baselines: spawning the same processes straight
+Scaling curves beside same-run baselines: spawning the same processes straight
 from `subprocess`, and writing the same bytes straight to a file. Where no outside baseline exists (status,
 list, RSS), the smallest scale measured in the same run is the baseline, so the ratio *is* the growth.
 The output is NUL bytes (`head -c N /dev/zero`): the worst case for a status tail, each byte shown as `\x00`.

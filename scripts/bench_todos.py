@@ -1,4 +1,4 @@
-"""Todos: a tool call's latency with the harness socket up, down and slow, side by side (issue "[3 of 6]").
+"""Todos: a tool call's latency with the harness socket up, down and slow, side by side.
 
 Delivery runs on its own thread, so neither `upsert` nor a `run` call may depend on the socket's state. Both
 figures take "up" (the reference sink answering at once) as the same-run baseline and interleave the three

@@ -137,8 +137,8 @@ def test_settings_refuse_a_session_table_no_client_could_use(knobs, flag):
 
 
 def test_daemon_refuses_max_sessions_zero_at_start(tmp_path):
-    """Regression: --max-sessions 0 used to start, then evicted each session as it was created, so every
-    handshake-era client (the TypeScript SDK) got 404 right after initialize. Now it is refused at start."""
+    """--max-sessions 0 would evict each session as it was created, so every handshake-era client (the
+    TypeScript SDK) would get 404 right after initialize: it is refused at start."""
     proc = subprocess.run([sys.executable, str(ECHO_SERVER), "--port", "0", "--max-sessions", "0"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode == 2, proc.stderr

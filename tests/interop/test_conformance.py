@@ -2,7 +2,8 @@
 
 Only the scenarios that apply to any server (docs/design.md, "MCP clients"): the others call the reference
 server's fixture tools, prompts and resources. Each scenario runs at every spec version `conformance list
---server` gives it, and writes `<out>/<run>/checks.json`: a list of checks with status SUCCESS, FAILURE, WARNING or SKIPPED.
+--server` gives it, and writes `<out>/<run>/checks.json`: a list of checks with status SUCCESS, FAILURE,
+WARNING or SKIPPED.
 
 A FAILURE or WARNING fails the test unless its check id is in EXPECTED with the reason. The allowlist is
 exact: an expected failure that starts to pass fails the test too, so the list never outlives its reason.
