@@ -24,7 +24,7 @@ from common.todos import Todos
 
 from hivesubagent import claude, proctree, views
 from hivesubagent.arguments import SubagentError
-from hivesubagent.sessions import read_transcript
+from hivesubagent.transcript import read_transcript
 from hivesubagent.turn import Turn, TurnState
 from hivesubagent.turns import TurnTable
 

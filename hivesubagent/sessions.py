@@ -9,9 +9,9 @@ Where claude keeps them (2.1.328, read from its code and checked by experiment):
                UTF-16 code units. Claude itself also accepts any folder starting with the cut prefix (another
                build might hash differently), and so do we. With CLAUDE_CONFIG_DIR set,
                CLAUDE_CODE_PROJECT_DIR_NAME (if a valid [A-Za-z0-9_-]{1,64}) replaces the slug.
-A session's name is the `customTitle` of its last `{"type":"custom-title"}` entry (claude writes one when the
-session starts and again at the end of every turn; the last one wins). Renaming a transcript so that it no
-longer ends in `.jsonl` hides it from claude's look-ups: that is how a name is freed (`archive`).
+What one transcript says is read by transcript.py, and kept up to date incrementally by transcript_index.py
+(names of every file, whole summaries of named ones only). Renaming a transcript so that it no longer ends in
+`.jsonl` hides it from claude's look-ups: that is how a name is freed (`archive`).
 """
 
 from __future__ import annotations
@@ -19,26 +19,20 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 import unicodedata
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Mapping
 
 import psutil
+
+from hivesubagent.transcript import Transcript
+from hivesubagent.transcript_index import TranscriptIndex
 
 SLUG_MAX = 200
 _PROJECT_DIR_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _RESERVED = re.compile(r"(?:con|prn|aux|nul|com[0-9]|lpt[0-9])", re.IGNORECASE)
 _NOT_ALNUM = re.compile(r"[^a-zA-Z0-9]")
-TAIL_BYTES = 64 * 1024
-PARSE_CACHE_ENTRIES = 512  # parsed transcripts kept (small objects: counts, the last turn's texts)
-INTERRUPT_MARK = "[Request interrupted"
-
-# The last turn's outcome as a transcript shows it. "no_result" is a prompt with no answer after it: the turn
-# is still running, or its process died without writing one (SIGKILL, a crash): counted as interrupted.
-OUTCOMES = ("completed", "error", "interrupted", "no_result")
 
 
 def java_string_hash(text: str) -> int:
@@ -75,181 +69,6 @@ def config_dir(env: Mapping[str, str]) -> Path:
     return Path(unicodedata.normalize("NFC", base))
 
 
-def _timestamp(value: Any) -> float | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
-    return ""
-
-
-def is_prompt(entry: dict) -> bool:
-    """A user entry that starts a turn: a prompt, not a tool result, meta note or interruption marker."""
-    if entry.get("type") != "user" or entry.get("isMeta") or entry.get("isSidechain") or "toolUseResult" in entry:
-        return False
-    if entry.get("isCompactSummary"):
-        return False
-    content = (entry.get("message") or {}).get("content")
-    if isinstance(content, list):
-        if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
-            return False
-        if not any(isinstance(b, dict) and b.get("type") == "text" for b in content):
-            return False
-    elif not isinstance(content, str):
-        return False
-    return not text_of(content).startswith(INTERRUPT_MARK)
-
-
-@dataclass
-class LastTurn:
-    """The last turn as the transcript records it."""
-
-    prompt: str = ""
-    outcome: str = "no_result"
-    result_text: str = ""
-    started_at: float | None = None
-    ended_at: float | None = None
-    cost_before_usd: float | None = None
-    cost_usd: float | None = None  # this turn's: cumulative after minus cumulative before
-
-    @property
-    def duration_seconds(self) -> float | None:
-        if self.started_at is None or self.ended_at is None:
-            return None
-        return max(0.0, self.ended_at - self.started_at)
-
-
-@dataclass
-class Transcript:
-    """What one transcript file says about its session."""
-
-    path: Path
-    session_id: str
-    name: str | None = None
-    archived: bool = False
-    turns: int = 0
-    model: str | None = None
-    cost_usd: float | None = None  # cumulative over every turn (claude's own cost-state)
-    first_at: float | None = None
-    last_at: float | None = None
-    last_turn: LastTurn | None = None
-    mtime: float = 0.0
-
-
-class _Reader:
-    """One pass over a transcript's entries, folding them into a Transcript."""
-
-    def __init__(self, transcript: Transcript):
-        self.t = transcript
-        self.turn: LastTurn | None = None
-        self.last_message_id: str | None = None
-
-    def feed(self, entry: dict) -> None:
-        t = self.t
-        kind = entry.get("type")
-        if kind == "custom-title" and isinstance(entry.get("customTitle"), str):
-            t.name = entry["customTitle"]
-        stamp = _timestamp(entry.get("timestamp"))
-        if stamp is not None:
-            t.first_at = stamp if t.first_at is None else t.first_at
-            t.last_at = stamp
-        if kind == "cost-state" and isinstance(entry.get("totalCostUSD"), (int, float)):
-            t.cost_usd = float(entry["totalCostUSD"])
-        if is_prompt(entry):
-            t.turns += 1
-            self.turn = LastTurn(prompt=text_of(entry["message"]["content"]), started_at=stamp, cost_before_usd=t.cost_usd)
-            self.last_message_id = None
-            return
-        if self.turn is None:
-            return
-        if stamp is not None:
-            self.turn.ended_at = stamp
-        if kind == "user" and text_of((entry.get("message") or {}).get("content")).startswith(INTERRUPT_MARK):
-            self.turn.outcome = "interrupted"
-        elif kind == "assistant":
-            self._assistant(entry)
-
-    def _assistant(self, entry: dict) -> None:
-        message = entry.get("message") or {}
-        synthetic = message.get("model") == "<synthetic>"
-        text = text_of(message.get("content"))
-        if entry.get("isApiErrorMessage"):
-            self.turn.outcome, self.turn.result_text = "error", text
-            return
-        if synthetic:
-            return
-        self.t.model = message.get("model") or self.t.model
-        if message.get("id") != self.last_message_id:
-            self.last_message_id = message.get("id")
-            self.turn.result_text = ""
-        if text:
-            self.turn.result_text += text
-        if message.get("stop_reason") in ("end_turn", "stop_sequence", "max_tokens", "refusal") and self.turn.outcome != "interrupted":
-            self.turn.outcome = "completed"
-        elif message.get("stop_reason") == "tool_use":
-            self.turn.outcome = "no_result"
-
-    def finish(self) -> Transcript:
-        turn = self.turn
-        if turn is not None:
-            if turn.cost_before_usd is not None and self.t.cost_usd is not None:
-                turn.cost_usd = max(0.0, self.t.cost_usd - turn.cost_before_usd)
-            elif turn.cost_before_usd is None and self.t.turns == 1:
-                turn.cost_usd = self.t.cost_usd
-        self.t.last_turn = turn
-        return self.t
-
-
-def iter_entries(lines: Iterable[bytes]) -> Iterator[dict]:
-    for raw in lines:
-        try:
-            entry = json.loads(raw)
-        except ValueError:
-            continue  # a torn last line while claude is writing; or a foreign line
-        if isinstance(entry, dict):
-            yield entry
-
-
-def _session_id_of(path: Path) -> str:
-    return path.name.split(".", 1)[0]
-
-
-def read_transcript(path: Path) -> Transcript:
-    """Parse one transcript file (raises OSError if it cannot be read)."""
-    with open(path, "rb") as f:
-        st = os.fstat(f.fileno())
-        reader = _Reader(Transcript(path=path, session_id=_session_id_of(path), archived=not path.name.endswith(".jsonl")))
-        for entry in iter_entries(f):
-            reader.feed(entry)
-    transcript = reader.finish()
-    transcript.mtime = st.st_mtime
-    return transcript
-
-
-def title_from_tail(path: Path, tail_bytes: int = TAIL_BYTES) -> tuple[bool, str | None]:
-    """The last custom-title in the file's last `tail_bytes`: (found, title). Cheap for big transcripts."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        f.seek(max(0, size - tail_bytes))
-        chunk = f.read()
-    for raw in reversed(chunk.split(b"\n")):
-        if b'"custom-title"' not in raw:
-            continue
-        for entry in iter_entries([raw]):
-            if entry.get("type") == "custom-title" and isinstance(entry.get("customTitle"), str):
-                return True, entry["customTitle"]
-    return size <= tail_bytes, None
-
-
 @dataclass(frozen=True)
 class LiveSession:
     """A claude process that claude's own `sessions/<pid>.json` says is running (checked against the pid)."""
@@ -270,9 +89,7 @@ class SessionStore:
 
     workdir: Path
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    _titles: dict[Path, tuple[int, int, str | None]] = field(default_factory=dict, repr=False)
-    _parsed: dict[Path, tuple[int, int, Transcript]] = field(default_factory=dict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    index: TranscriptIndex = field(default_factory=TranscriptIndex, repr=False)
 
     @property
     def config_dir(self) -> Path:
@@ -315,53 +132,31 @@ class SessionStore:
         out: list[Path] = []
         for d in self.project_dirs():
             try:
-                out += [p for p in d.iterdir() if p.name.endswith(".jsonl") and p.is_file()]
-                if archived:
-                    out += [p for p in d.iterdir() if ".jsonl." in p.name and p.name.endswith(".archived") and p.is_file()]
+                with os.scandir(d) as found:  # is_file() from the directory entry: no stat per file
+                    out += [Path(e.path) for e in found if _listed(e.name, archived) and e.is_file()]
             except OSError:
                 continue
         return out
 
     def title(self, path: Path) -> str | None:
-        """The session name of one transcript (cached by size and mtime; tail first, full read if needed)."""
-        try:
-            st = path.stat()
-        except OSError:
-            return None
-        key = (st.st_size, st.st_mtime_ns)
-        with self._lock:
-            cached = self._titles.get(path)
-        if cached is not None and cached[:2] == key:
-            return cached[2]
-        try:
-            found, name = title_from_tail(path)
-            if not found:
-                name = read_transcript(path).name
-        except OSError:
-            return None
-        with self._lock:
-            self._titles[path] = (*key, name)
-        return name
+        """The session name of one transcript: from its tail or head, then from what is appended."""
+        return self.index.name(path)
 
     def read(self, path: Path) -> Transcript:
-        """`read_transcript`, cached by size and mtime: `status` of every session re-reads only what changed."""
-        st = path.stat()
-        key = (st.st_size, st.st_mtime_ns)
-        with self._lock:
-            cached = self._parsed.get(path)
-        if cached is not None and cached[:2] == key:
-            return cached[2]
-        transcript = read_transcript(path)
-        with self._lock:
-            if len(self._parsed) >= PARSE_CACHE_ENTRIES:
-                self._parsed.pop(next(iter(self._parsed)))
-            self._parsed[path] = (*key, transcript)
-        return transcript
+        """The summary of one transcript, brought up to date by reading only what was appended."""
+        return self.index.summary(path)
+
+    def _named(self, archived: bool = False) -> list[tuple[Path, str]]:
+        """(path, name) of every named transcript; what is remembered of vanished files is dropped."""
+        files = self._files(archived=archived)
+        if not archived:
+            self.index.forget_except(set(files))
+        return [(p, name) for p in files if (name := self.title(p)) is not None]
 
     def find_all(self, name: str) -> list[Path]:
         """Every live (not archived) transcript whose session is named `name`, newest first."""
-        matches = [p for p in self._files() if self.title(p) == name]
-        return sorted(matches, key=lambda p: p.stat().st_mtime if p.exists() else 0.0, reverse=True)
+        matches = [p for p, n in self._named() if n == name]
+        return sorted(matches, key=_mtime, reverse=True)
 
     def find(self, name: str) -> Transcript | None:
         """The session named `name` (the newest transcript if several carry the name), parsed; or None."""
@@ -373,9 +168,9 @@ class SessionStore:
         return None
 
     def list(self, include_archived: bool = False) -> list[Transcript]:
-        """Every transcript in the project folder, newest first."""
+        """Every named transcript in the project folder, newest first (unnamed ones are never parsed)."""
         out = []
-        for path in self._files(archived=include_archived):
+        for path, _ in self._named(archived=include_archived):
             try:
                 out.append(self.read(path))
             except OSError:
@@ -416,6 +211,17 @@ class SessionStore:
                 continue
             live.append(LiveSession(pid=pid, session_id=str(record.get("sessionId")), name=record.get("name")))
         return live
+
+
+def _listed(name: str, archived: bool) -> bool:
+    return name.endswith(".jsonl") or (archived and ".jsonl." in name and name.endswith(".archived"))
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def archive_file(path: Path) -> Path:

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from hivesubagent.sessions import INTERRUPT_MARK, iter_entries, text_of, is_prompt
+from hivesubagent.transcript import INTERRUPT_MARK, is_prompt, iter_entries, text_of
 
 TOOL_INPUT_CHARS = 300
 TOOL_RESULT_CHARS = 500

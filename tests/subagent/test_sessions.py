@@ -11,15 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hivesubagent.sessions import (
-    SessionStore,
-    archive_file,
-    config_dir,
-    java_string_hash,
-    project_slug,
-    read_transcript,
-    title_from_tail,
-)
+from hivesubagent.sessions import SessionStore, archive_file, config_dir, java_string_hash, project_slug
+from hivesubagent.transcript import read_transcript
 
 
 def test_java_string_hash_matches_javascript():
@@ -138,13 +131,13 @@ def test_find_by_name_last_title_wins_and_newest_file_first(store):
     assert store.find("nobody") is None
 
 
-def test_title_found_beyond_the_tail_window(store):
-    big = [title("deep")] + [reply("x" * 1000, None, mid=f"m{i}") for i in range(100)]
+def test_title_found_in_the_head_when_the_tail_has_none(store):
+    big = [title("deep")] + [reply("x" * 1000, None, mid=f"m{i}") for i in range(200)]
     path = write(store.project_dir / "big.jsonl", big)
-    assert title_from_tail(path) == (False, None)  # not in the last 64 KiB
-    assert store.title(path) == "deep"  # full read then
+    assert path.stat().st_size > 2 * 64 * 1024  # neither window reaches the other end
+    assert store.title(path) == "deep"  # not in the last 64 KiB: the head has it
     write(path, [title("moved")])
-    assert store.title(path) == "moved"  # the cache follows size/mtime
+    assert store.title(path) == "moved"  # read from what was appended
 
 
 def test_archive_never_overwrites(store):

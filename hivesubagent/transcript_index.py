@@ -1,0 +1,296 @@
+"""Incremental summaries of claude's transcripts, so a look-up costs what changed, not the size of the folder.
+
+The project folder is shared with every other claude run in the same directory (the agent's own long session
+included), so most transcripts are foreign and some are large and growing. Per file this index remembers
+what it read: the file's identity (device, inode), the byte offset read up to (always the end of a complete
+line: a line still being written is left for the next look), and a fingerprint of the bytes just before that
+offset. A file that grew is read from the offset only; one whose inode changed, that shrank below the offset,
+or whose fingerprint no longer matches (rewritten in place) is read afresh.
+
+Two depths of reading:
+- the name (every file): decided from the file's last TAIL_BYTES, or its first HEAD_BYTES when the tail has no
+  `custom-title` (claude writes one when a session starts and at the end of every turn, so a session this
+  daemon named shows its name in one of the two); after that only appended bytes are searched for titles. A
+  foreign transcript is never read whole. (A title written only in the middle of a file, beyond both windows,
+  is not seen: the name of a session renamed mid-way by hand, whose later turns all ran long.)
+- the summary (named files only): a TranscriptReader fed every complete line once, in order, skipping the
+  parse of lines that cannot change the summary (fold_lines).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from hivesubagent.transcript import INTERRUPT_MARK, Transcript, TranscriptReader, is_prompt, timestamp_of
+
+HEAD_BYTES = 64 * 1024
+TAIL_BYTES = 64 * 1024
+FINGERPRINT_BYTES = 64
+READ_BLOCK = 4 * 1024 * 1024  # appended bytes are read in blocks this size (a line longer than it is read whole)
+
+_TITLE = b'"custom-title"'
+_COST = b'"cost-state"'
+_TOOL_RESULT = b'"toolUseResult"'
+_INTERRUPTED = INTERRUPT_MARK.encode()
+_ASSISTANT = re.compile(rb'"type": ?"assistant"')
+
+
+@dataclass
+class _Mark:
+    """How far one file was read, and how to tell that it is still the same file."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    offset: int
+    fingerprint: bytes
+
+    def unchanged(self, st: os.stat_result) -> bool:
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == (self.dev, self.ino, self.size, self.mtime_ns)
+
+    def continued_by(self, fd: int, st: os.stat_result) -> bool:
+        """The file is this one with bytes appended (not replaced, truncated or rewritten)."""
+        if (st.st_dev, st.st_ino) != (self.dev, self.ino) or st.st_size < self.offset:
+            return False
+        start = self.offset - len(self.fingerprint)
+        return os.pread(fd, len(self.fingerprint), start) == self.fingerprint
+
+
+@dataclass
+class _Entry:
+    mark: _Mark
+    name: str | None
+    reader: TranscriptReader | None = None  # named transcripts only: their whole summary so far
+
+
+def _mark(fd: int, st: os.stat_result, offset: int) -> _Mark:
+    start = max(0, offset - FINGERPRINT_BYTES)
+    return _Mark(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, offset, os.pread(fd, offset - start, start))
+
+
+def _parse(raw: bytes) -> dict | None:
+    try:
+        entry = json.loads(raw)
+    except ValueError:
+        return None  # a foreign or broken line
+    return entry if isinstance(entry, dict) else None
+
+
+def last_title(data: bytes) -> str | None:
+    """The last custom-title among the lines of `data` (only lines holding the marker are parsed)."""
+    end = len(data)
+    while True:
+        hit = data.rfind(_TITLE, 0, end)
+        if hit < 0:
+            return None
+        start = data.rfind(b"\n", 0, hit) + 1
+        stop = data.find(b"\n", hit)
+        entry = _parse(data[start : stop if stop >= 0 else len(data)])
+        if entry and _is_title(entry):
+            return entry["customTitle"]
+        end = start
+
+
+def _names_model(entry: dict) -> bool:
+    """An assistant entry that sets the transcript's model (TranscriptReader._assistant's rule)."""
+    model = (entry.get("message") or {}).get("model")
+    return entry.get("type") == "assistant" and not entry.get("isApiErrorMessage") and bool(model) and model != "<synthetic>"
+
+
+def fold_lines(reader: TranscriptReader, lines: list[bytes]) -> None:
+    """Feed complete lines to `reader` as if every one were parsed and fed, parsing only those that can matter.
+
+    Most lines change nothing but the timestamps, which are taken from the first and last stamped lines
+    instead: a tool result (a user entry with `toolUseResult`, no interruption marker); an assistant entry
+    before the last prompt of the lines (it belongs to a finished turn), except the last one that names the
+    model; every title but the last (the last one wins); every cost-state but the last before the last prompt
+    (the turn's cost starts there) and the last of all. Which kind a line is, is read from its bytes: a JSON
+    key or token is the only place where `"toolUseResult"`, `"custom-title"`, `"cost-state"` or
+    `"type":"assistant"` can stand with unescaped quotes."""
+    entries: dict[int, dict] = {}
+    assistants: list[int] = []
+    titles: list[int] = []
+    costs: list[int] = []
+    for i, raw in enumerate(lines):
+        if not raw or (_TOOL_RESULT in raw and _INTERRUPTED not in raw):
+            continue
+        if _TITLE in raw:
+            titles.append(i)
+        elif _COST in raw:
+            costs.append(i)
+        elif _ASSISTANT.search(raw):
+            assistants.append(i)
+        elif (entry := _parse(raw)) is not None:
+            entries[i] = entry
+    prompts = [i for i in sorted(entries) if is_prompt(entries[i])]
+    last_prompt = prompts[-1] if prompts else -1
+    for i in assistants:
+        if i > last_prompt and (entry := _parse(lines[i])) is not None:
+            entries[i] = entry
+    turn_from = -1 if reader.turn is not None else (prompts[0] if prompts else len(lines))
+    _take_last(lines, entries, [i for i in assistants if turn_from < i < last_prompt], _names_model)
+    _take_last(lines, entries, titles, _is_title)
+    _take_last(lines, entries, [i for i in costs if i < last_prompt], _is_cost)
+    _take_last(lines, entries, [i for i in costs if i > last_prompt], _is_cost)
+    if reader.t.first_at is None:
+        reader.t.first_at = _first_stamp(lines, entries, range(len(lines)))
+    for i in sorted(entries):
+        reader.feed(entries[i])
+    _take_last_stamp(reader, lines, entries, last_prompt)
+
+
+def _take_last(lines: list[bytes], entries: dict[int, dict], candidates: list[int], wanted) -> None:
+    """Parse candidates from the last one back, keeping the first that is `wanted`."""
+    for i in reversed(candidates):
+        if (entry := _parse(lines[i])) is not None and wanted(entry):
+            entries[i] = entry
+            return
+
+
+def _is_title(entry: dict) -> bool:
+    return entry.get("type") == "custom-title" and isinstance(entry.get("customTitle"), str)
+
+
+def _is_cost(entry: dict) -> bool:
+    return entry.get("type") == "cost-state" and isinstance(entry.get("totalCostUSD"), (int, float))
+
+
+def _stamp_at(lines: list[bytes], entries: dict[int, dict], i: int) -> float | None:
+    entry = entries.get(i) or (_parse(lines[i]) if lines[i] else None)
+    return timestamp_of(entry.get("timestamp")) if entry else None
+
+
+def _first_stamp(lines: list[bytes], entries: dict[int, dict], order) -> float | None:
+    for i in order:
+        if (stamp := _stamp_at(lines, entries, i)) is not None:
+            return stamp
+    return None
+
+
+def _take_last_stamp(reader: TranscriptReader, lines: list[bytes], entries: dict[int, dict], last_prompt: int) -> None:
+    """The last stamped line, if it was one of those not fed: it ends the transcript and its current turn."""
+    for i in range(len(lines) - 1, -1, -1):
+        stamp = _stamp_at(lines, entries, i)
+        if stamp is None:
+            continue
+        if i not in entries:
+            reader.t.last_at = stamp
+            if reader.turn is not None and i > last_prompt:
+                reader.turn.ended_at = stamp
+        return
+
+
+def _complete_blocks(fd: int, offset: int, size: int):
+    """(bytes of complete lines, offset after them) from `offset` on, a block at a time; stops before a line
+    that is still being written."""
+    block = READ_BLOCK
+    while offset < size:
+        data = os.pread(fd, min(block, size - offset), offset)
+        end = data.rfind(b"\n") + 1
+        if end == 0:
+            if offset + len(data) >= size:
+                return  # the last line is incomplete: left for the next look
+            block *= 2  # one line longer than the block: read it whole
+            continue
+        block = READ_BLOCK
+        offset += end
+        yield data[:end], offset
+
+
+class TranscriptIndex:
+    """Per-file names and summaries, each brought up to date by reading only what was appended."""
+
+    def __init__(self) -> None:
+        self._entries: dict[Path, _Entry] = {}
+        self._lock = threading.Lock()
+
+    def name(self, path: Path) -> str | None:
+        """The session name of one transcript (None: unnamed, or gone)."""
+        try:
+            return self._look(path, full=False).name
+        except OSError:
+            return None
+
+    def summary(self, path: Path) -> Transcript:
+        """Everything the transcript says (raises OSError if it cannot be read)."""
+        with self._lock:
+            entry = self._refresh(path, full=True)
+            return entry.reader.snapshot(entry.mark.mtime_ns / 1e9)
+
+    def forget_except(self, paths: set[Path]) -> None:
+        """Drop what is remembered of files no longer in the folder (archived, deleted)."""
+        with self._lock:
+            for path in [p for p in self._entries if p not in paths]:
+                del self._entries[path]
+
+    def entries(self) -> int:
+        return len(self._entries)
+
+    def _look(self, path: Path, full: bool) -> _Entry:
+        with self._lock:
+            return self._refresh(path, full)
+
+    def _refresh(self, path: Path, full: bool) -> _Entry:
+        entry = self._entries.get(path)
+        try:
+            st = os.stat(path)
+            if entry is not None and entry.mark.unchanged(st) and (entry.reader is not None or not full):
+                return entry  # the common case: one stat, nothing read
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self._entries.pop(path, None)
+            raise
+        try:
+            st = os.fstat(fd)
+            continued = entry is not None and entry.mark.continued_by(fd, st)
+            if continued and entry.reader is not None:
+                entry = self._read_on(entry, fd, st)
+            elif full:
+                entry = self._read_on(_Entry(_Mark(st.st_dev, st.st_ino, 0, 0, 0, b""), None, TranscriptReader(path)), fd, st)
+            elif continued:
+                entry = self._names_on(entry, fd, st)
+            else:
+                entry = self._decide_name(fd, st)
+            self._entries[path] = entry
+            return entry
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _read_on(entry: _Entry, fd: int, st: os.stat_result) -> _Entry:
+        offset = entry.mark.offset
+        for data, offset in _complete_blocks(fd, offset, st.st_size):
+            fold_lines(entry.reader, data.split(b"\n"))
+        entry.name = entry.reader.t.name
+        entry.mark = _mark(fd, st, offset)
+        return entry
+
+    @staticmethod
+    def _names_on(entry: _Entry, fd: int, st: os.stat_result) -> _Entry:
+        offset = entry.mark.offset
+        for data, offset in _complete_blocks(fd, offset, st.st_size):
+            entry.name = last_title(data) or entry.name
+        entry.mark = _mark(fd, st, offset)
+        return entry
+
+    @staticmethod
+    def _decide_name(fd: int, st: os.stat_result) -> _Entry:
+        """A file not seen before: its name from the tail, else the head; never the middle."""
+        size = st.st_size
+        tail_start = max(0, size - TAIL_BYTES)
+        tail = os.pread(fd, size - tail_start, tail_start)
+        end = tail.rfind(b"\n") + 1
+        # The tail's first line is whole only when the tail starts the file.
+        first = 0 if tail_start == 0 else tail.find(b"\n") + 1
+        name = last_title(tail[first:end]) if end > first else None
+        if name is None and tail_start > 0:
+            head = os.pread(fd, min(HEAD_BYTES, tail_start), 0)
+            name = last_title(head[: head.rfind(b"\n") + 1])
+        offset = tail_start + end if end else tail_start
+        return _Entry(_mark(fd, st, offset), name)

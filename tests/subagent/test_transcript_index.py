@@ -1,0 +1,162 @@
+"""The incremental transcript index (hivesubagent/transcript_index.py): summaries read piecemeal equal a whole
+parse, however the file grew between looks (a torn last line included), and a file truncated, rewritten in
+place, replaced under the same name or archived is read afresh; a foreign transcript is never read whole."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hivesubagent import transcript_index
+from hivesubagent.sessions import SessionStore, archive_file
+from hivesubagent.transcript import read_transcript
+from hivesubagent.transcript_index import HEAD_BYTES, TAIL_BYTES, TranscriptIndex
+
+
+def stamp(i: int) -> str:
+    return f"2026-11-30T10:{i // 60 % 60:02d}:{i % 60:02d}Z"
+
+
+# Entry shapes as claude 2.1.328 writes them (see test_sessions.py), each a function of a counter.
+SHAPES = {
+    "prompt": lambda i: {"type": "user", "message": {"role": "user", "content": f"prompt {i}"}, "timestamp": stamp(i)},
+    "prompt-blocks": lambda i: {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": f"p{i}"}]}},
+    "meta": lambda i: {"type": "user", "isMeta": True, "message": {"role": "user", "content": "meta"}, "timestamp": stamp(i)},
+    "tool-use": lambda i: {"type": "assistant", "timestamp": stamp(i), "message": {
+        "id": f"m{i}", "model": "claude-opus-5-5", "content": [{"type": "tool_use", "id": "t", "name": "Bash", "input": {}}],
+        "stop_reason": "tool_use"}},
+    "tool-result": lambda i: {"type": "user", "toolUseResult": {"stdout": "x" * 50}, "timestamp": stamp(i),
+                              "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]}},
+    "answer": lambda i: {"type": "assistant", "timestamp": stamp(i), "message": {
+        "id": f"a{i // 2}", "model": f"claude-model-{i % 3}", "content": [{"type": "text", "text": f"answer {i}"}], "stop_reason": "end_turn"}},
+    "partial-answer": lambda i: {"type": "assistant", "message": {
+        "id": f"a{i // 2}", "model": "claude-opus-5-5", "content": [{"type": "text", "text": f"part {i} "}], "stop_reason": None}},
+    "api-error": lambda i: {"type": "assistant", "isApiErrorMessage": True, "timestamp": stamp(i),
+                            "message": {"model": "<synthetic>", "content": [{"type": "text", "text": "API Error: 500"}]}},
+    "interrupt": lambda i: {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "[Request interrupted by user]"}]}},
+    "interrupt-tool": lambda i: {"type": "user", "toolUseResult": "Error", "message": {"role": "user", "content": [
+        {"type": "text", "text": "[Request interrupted by user for tool use]"}]}},
+    "title": lambda i: {"type": "custom-title", "customTitle": f"name-{i % 3}"},
+    "cost": lambda i: {"type": "cost-state", "totalCostUSD": i / 100},
+    "attachment": lambda i: {"type": "attachment", "attachment": {"type": "date"}, "timestamp": stamp(i)},
+    "torn": lambda i: '{"type": "user", "message": ',  # a broken line in the middle (claude crashed mid-write)
+}
+
+
+def line(shape: str, i: int) -> bytes:
+    entry = SHAPES[shape](i)
+    return ((entry if isinstance(entry, str) else json.dumps(entry)) + "\n").encode()
+
+
+def summary_fields(t) -> dict:
+    fields = {k: getattr(t, k) for k in ("name", "session_id", "turns", "model", "cost_usd", "first_at", "last_at")}
+    fields["last_turn"] = None if t.last_turn is None else vars(t.last_turn)
+    return fields
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(shapes=st.lists(st.sampled_from(sorted(SHAPES)), max_size=40), cuts=st.lists(st.integers(0, 4000), max_size=5))
+def test_piecemeal_summary_equals_a_whole_parse(tmp_path, shapes, cuts):
+    data = b"".join(line(s, i) for i, s in enumerate(shapes))
+    path = tmp_path / f"s{len(shapes)}-{len(cuts)}.jsonl"
+    path.unlink(missing_ok=True)
+    index = TranscriptIndex()
+    written = 0
+    for cut in sorted({min(c, len(data)) for c in cuts}) + [len(data)]:
+        with open(path, "ab") as f:  # appended in pieces, often mid-line: a look must not take a torn line
+            f.write(data[written:cut])
+        written = cut
+        assert summary_fields(index.summary(path)) == summary_fields(read_transcript(path))
+    assert index.name(path) == read_transcript(path).name
+
+
+@pytest.fixture
+def store(tmp_path) -> SessionStore:
+    work = tmp_path / "work"
+    work.mkdir()
+    return SessionStore(work, {"HOME": str(tmp_path / "home")})
+
+
+def write(path: Path, *lines: bytes, mode: str = "ab") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, mode) as f:
+        f.write(b"".join(lines))
+    return path
+
+
+def turn(i: int, name: str | None = "job") -> list[bytes]:
+    return [line("prompt", i), line("tool-use", i), line("tool-result", i), line("answer", i),
+            *([(json.dumps({"type": "custom-title", "customTitle": name}) + "\n").encode()] if name else []), line("cost", i)]
+
+
+def test_a_line_still_being_written_is_read_once_complete(store):
+    path = write(store.project_dir / "s.jsonl", *turn(1))
+    whole = line("prompt", 2)
+    write(path, whole[:10])  # claude is mid-write
+    assert store.read(path).turns == 1
+    write(path, whole[10:], line("answer", 3))
+    assert store.read(path).turns == 2 and store.read(path).last_turn.result_text == "answer 3"
+
+
+@pytest.mark.parametrize("how", ["truncated", "rewritten in place", "replaced"])
+def test_a_file_no_longer_continued_is_read_afresh(store, how):
+    path = write(store.project_dir / "s.jsonl", *turn(1), *turn(2), *turn(3))
+    assert (store.read(path).turns, store.title(path)) == (3, "job")
+    if how == "truncated":  # shorter than what was read
+        write(path, *turn(7, "short"), mode="wb")
+    elif how == "rewritten in place":  # same inode, longer than before: only the fingerprint tells
+        inode = path.stat().st_ino
+        write(path, *turn(8, "other"), *turn(9, "other"), *turn(10, "other"), *turn(11, "other"), mode="r+b")
+        assert path.stat().st_ino == inode
+    else:  # another file renamed over it (a new inode)
+        os.replace(write(path.with_name("new.tmp"), *turn(5, "other"), *turn(6, "other")), path)
+    assert summary_fields(store.read(path)) == summary_fields(read_transcript(path))
+    assert store.title(path) == read_transcript(path).name
+
+
+def test_archived_transcripts_are_forgotten_and_their_name_freed(store):
+    path = write(store.project_dir / "s.jsonl", *turn(1))
+    write(store.project_dir / "other.jsonl", *turn(1, None))
+    assert [t.session_id for t in store.list()] == ["s"]  # the unnamed one is not listed
+    assert store.index.entries() == 2
+    archived = archive_file(path)
+    assert store.find("job") is None and store.list() == []
+    assert store.index.entries() == 1  # only the unnamed one is still remembered
+    assert [t.path for t in store.list(include_archived=True)] == [archived]
+    write(path, *turn(4, "again"))  # a new transcript under the old file name
+    assert store.find("again").turns == 1
+
+
+def test_a_foreign_transcript_is_never_read_whole(store, monkeypatch):
+    path = write(store.project_dir / "agent.jsonl", *[l for i in range(1000) for l in turn(i, None)])
+    assert path.stat().st_size > 4 * (HEAD_BYTES + TAIL_BYTES)
+    read = []
+    real_pread = os.pread
+    monkeypatch.setattr(transcript_index.os, "pread", lambda fd, n, off: read.append(n) or real_pread(fd, n, off))
+    assert store.title(path) is None
+    assert sum(read) <= HEAD_BYTES + TAIL_BYTES + transcript_index.FINGERPRINT_BYTES
+    read.clear()
+    grown = line("answer", 9999)
+    write(path, grown)
+    assert store.title(path) is None
+    assert sum(read) <= len(grown) + 2 * transcript_index.FINGERPRINT_BYTES  # what was appended, and the fingerprints
+    read.clear()
+    write(path, *turn(10000, "adopted"))  # a title appended later names it
+    assert store.title(path) == "adopted"
+    assert sum(read) < 2000
+
+
+def test_the_name_is_decided_from_the_tail_or_else_the_head(store):
+    filler = [l for i in range(300) for l in turn(i, None)]
+    head_named = write(store.project_dir / "h.jsonl", *turn(0, "from-head"), *filler)
+    assert store.title(head_named) == "from-head"
+    tail_named = write(store.project_dir / "t.jsonl", *turn(0, "old"), *filler, *turn(1, "new"))
+    assert store.title(tail_named) == "new"
+    # A title only in the middle, beyond both windows, is not seen (transcript_index.py says so).
+    middle = write(store.project_dir / "m.jsonl", *filler, *turn(0, "middle"), *filler)
+    assert store.title(middle) is None
