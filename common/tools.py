@@ -167,6 +167,10 @@ class ToolRegistry:
     def listing(self) -> list[dict[str, Any]]:
         return [t.listing() for t in self._tools.values()]
 
+    def tools(self) -> list[Tool]:
+        """The declared tools, in declaration order."""
+        return list(self._tools.values())
+
     def __contains__(self, name: str) -> bool:
         return name in self._tools
 

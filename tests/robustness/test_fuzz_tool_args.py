@@ -77,7 +77,7 @@ def _real_schemas():
 
     schemas = [(f"{prefix}.{tool.name}", tool.input_schema)
                for prefix, build in (("bash", bash_tools), ("subagent", subagent_tools))
-               for tool in build(None)._tools.values()]
+               for tool in build(None).tools()]
     schemas.append(("echo", ECHO_SCHEMA))
     compiled = [(name, schema, compile_quick_check(schema)) for name, schema in schemas]
     assert all(quick is not None for _, _, quick in compiled), "every served schema should have a quick check"
