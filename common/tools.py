@@ -104,24 +104,25 @@ def _field_path(error: jsonschema.ValidationError) -> str:
     return path or "arguments"
 
 
+# Rules whose text is a template of the schema's value.
+_RULE_TEXT = {
+    "minimum": "must be >= {}",
+    "exclusiveMinimum": "must be > {}",
+    "maximum": "must be <= {}",
+    "minLength": "must be at least {} characters",
+    "maxLength": "must be at most {} characters",
+    "pattern": "must match {}",
+}
+
+
 def _rule(error: jsonschema.ValidationError) -> str:
     v, rule = error.validator, error.validator_value
+    if v in _RULE_TEXT:
+        return _RULE_TEXT[v].format(rule)
     if v == "required":
         return "is required"
     if v == "type":
         return f"must be of type {rule if isinstance(rule, str) else ' or '.join(rule)}"
-    if v == "minimum":
-        return f"must be >= {rule}"
-    if v == "exclusiveMinimum":
-        return f"must be > {rule}"
-    if v == "maximum":
-        return f"must be <= {rule}"
-    if v == "minLength":
-        return f"must be at least {rule} characters"
-    if v == "maxLength":
-        return f"must be at most {rule} characters"
-    if v == "pattern":
-        return f"must match {rule}"
     if v == "enum":
         return "must be one of " + ", ".join(repr(x) for x in rule)
     if v == "additionalProperties":
