@@ -8,7 +8,8 @@ the same names. Settings objects are frozen: read once at start-up, passed down 
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from types import NoneType, UnionType
+from typing import Any, Callable, Literal, get_args, get_origin
 
 import click
 
@@ -50,7 +51,7 @@ class ServerSettings:
     session_ttl: float = knob(3600.0, "seconds", "Idle handshake-era sessions expire after this (Claude Code never sends DELETE).")
     max_sessions: int = knob(1000, "count", "Most handshake-era sessions kept; the least recently used goes first.")
     ready_file: Path | None = knob(None, "path", "Once listening, write {url, pid} as JSON here (tests and scripts wait on it).")
-    log_level: str = knob("info", "level", "Logging level: debug, info, warning, error.")
+    log_level: Literal["debug", "info", "warning", "error"] = knob("info", "level", "How much the daemon logs.")
 
     def validate(self) -> None:
         """Refuse settings that cannot work, with a message naming the knob."""
@@ -67,6 +68,10 @@ class ServerSettings:
             raise click.BadParameter("must be at least 1, or no handshake-era client can connect", param_hint="--max-sessions")
         if not self.session_ttl > 0:
             raise click.BadParameter("must be > 0 seconds, or no handshake-era client can connect", param_hint="--session-ttl")
+        if self.connection_limit < 1:
+            raise click.BadParameter("must be at least 1, or no client can connect", param_hint="--connection-limit")
+        if not self.channel_timeout > 0:
+            raise click.BadParameter("must be > 0 seconds, or every connection is dropped at once", param_hint="--channel-timeout")
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,19 @@ class BashSettings(ServerSettings):
             raise click.BadParameter(f"must be one of {', '.join(FSYNC_MODES)}", param_hint="--fsync")
         if not 0 <= self.fsync_window <= 10:
             raise click.BadParameter("must be between 0 and 10 seconds", param_hint="--fsync-window")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.max_running < 1:
+            raise click.BadParameter("must be at least 1, or every task stays pending forever", param_hint="--max-running")
+        if self.kill_grace < 0:
+            raise click.BadParameter("must be >= 0 seconds", param_hint="--kill-grace")
+        if self.keep_tasks < 1:
+            raise click.BadParameter("must be at least 1, or a task is pruned before its result can be read",
+                                     param_hint="--keep-tasks")
+        if not self.keep_days > 0:
+            raise click.BadParameter("must be > 0 days, or a task is pruned before its result can be read",
+                                     param_hint="--keep-days")
 
 
 @dataclass(frozen=True)
@@ -142,15 +160,27 @@ def env_name(f: dataclasses.Field, prefix: str) -> str:
     return f.metadata["env"] or f"{prefix}_{f.name.upper()}"
 
 
+# A knob's command-line type follows its declared type; a declared type not listed here fails at import.
+_CLICK_TYPES: dict[Any, Any] = {
+    int: click.IntRange(min=0),
+    float: float,
+    str: str,
+    Path: click.Path(path_type=Path),
+}
+
+
 def _click_type(f: dataclasses.Field) -> Any:
-    kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-    if "Path" in str(kind):
-        return click.Path(path_type=Path)
-    if "float" in str(kind):
-        return float
-    if "int" in str(kind):
-        return click.IntRange(min=0)
-    return str
+    declared = f.type
+    if isinstance(declared, UnionType):  # `X | None`: an optional knob of type X
+        declared = next(t for t in get_args(declared) if t is not NoneType)
+    if get_origin(declared) is Literal:
+        return click.Choice(get_args(declared), case_sensitive=False)
+    if get_origin(declared) is tuple:  # a repeatable knob: tuple[X, ...]
+        declared = get_args(declared)[0]
+    try:
+        return _CLICK_TYPES[declared]
+    except KeyError:
+        raise TypeError(f"knob {f.name}: no command-line type for {f.type!r}") from None
 
 
 def click_options(settings_cls: type, prefix: str) -> Callable:

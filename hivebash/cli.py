@@ -1,50 +1,51 @@
 """Command lines: `hive-bash-daemon` serves the tools; `hive-bash` is the operator's client for a running daemon.
 
 `hive-bash` talks to the daemon through its MCP endpoint (one POST per call, common.mcp_client), prints the
-same readable text the model reads, or the exact data with --json. Exit codes:
-
-    0    the call worked (for `run`: the task is still running, or finished with exit code 0)
-    N    `run --wait` / `tail -f` saw the task finish: its own exit code (done)
-    124  the task timed out            125  it was interrupted (daemon restart)        137  it was killed
-    1    the daemon refused the call (unknown id, bad value: the message says which)
-    2    bad usage of the command line  3    the daemon could not be reached
+same readable text the model reads, or the exact data with --json. Its exit codes are in EXIT_CODES.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import resource
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import click
 
+from common.cli_base import (
+    CLIENT_EXIT_CODES,
+    DAEMON_EXIT_CODES,
+    DaemonClient,
+    client_options,
+    json_option,
+    package_version,
+    program,
+    show,
+)
 from common.config import BashSettings, click_options, settings_from_options
 
-EXIT_REFUSED, EXIT_UNREACHABLE = 1, 3
 STATE_EXIT = {"timed_out": 124, "interrupted": 125, "killed": 137}
-DEFAULT_URL = "http://127.0.0.1:7711/mcp"
+DEFAULT_PORT = 7711
 FOLLOW_STEP = 1.0  # seconds: `tail -f` waits this long on the daemon's condition between reads
-
-
-def _version() -> str:
-    try:
-        return metadata.version("hive-daemons")
-    except metadata.PackageNotFoundError:
-        return "0"
+EXIT_CODES = (
+    (0, "the call worked (for `run`: the task still runs, or finished with exit code 0)"),
+    ("N", "`run --wait` / `tail -f` saw the task finish: its own exit code"),
+    (124, "the task timed out"),
+    (125, "the task was interrupted (a daemon restart)"),
+    (137, "the task was killed"),
+    *CLIENT_EXIT_CODES,
+)
 
 
 # ----- the daemon ---------------------------------------------------------------------------------------------
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
+@program("hive-bash-daemon", DAEMON_EXIT_CODES)
 @click_options(BashSettings, "HIVE_BASH")
-@click.version_option(_version(), prog_name="hive-bash-daemon")
 def daemon_main(**options: Any) -> None:
     """Serve the background-shell tools (run, status, kill, list) over MCP streamable HTTP at /mcp."""
     from common.todos.delivery import TodoDelivery
@@ -67,7 +68,7 @@ def daemon_main(**options: Any) -> None:
         engine.start()
     except OSError as exc:  # e.g. the path runs through a regular file, or a read-only mount
         raise click.ClickException(f"--state-dir {settings.state_dir}: cannot be used: {exc.strerror or exc}") from None
-    app = McpApp(build_registry(engine), "bash", _version(), settings)
+    app = McpApp(build_registry(engine), "bash", package_version(), settings)
     try:
         serve_daemon(app, settings, on_stop=engine.shutdown)
     finally:
@@ -92,40 +93,6 @@ def _raise_fd_limit() -> None:
 # ----- the operator's client ----------------------------------------------------------------------------------
 
 
-class Client:
-    """The daemon's URL and token; `call` turns transport failures and refusals into exits with meaning."""
-
-    def __init__(self, url: str, token_file: Path | None):
-        self.url = url
-        self.token = None
-        if token_file is not None:
-            try:
-                self.token = token_file.read_text().strip()
-            except OSError as exc:
-                raise click.UsageError(f"--token-file: cannot read {token_file}: {exc.strerror}") from None
-
-    def call(self, tool: str, arguments: dict[str, Any], timeout: float = 60.0):
-        from common.mcp_client import McpClientError, call_tool
-
-        try:
-            result = call_tool(self.url, tool, {k: v for k, v in arguments.items() if v is not None},
-                               token=self.token, timeout=timeout)
-        except McpClientError as exc:
-            click.echo(f"hive-bash: {exc}", err=True)
-            sys.exit(EXIT_UNREACHABLE)
-        if result.is_error:
-            click.echo(f"hive-bash: {result.text.strip()}", err=True)
-            sys.exit(EXIT_REFUSED)
-        return result
-
-
-def _show(result, as_json: bool) -> None:
-    if as_json:
-        click.echo(json.dumps(result.data, indent=2, sort_keys=True))
-    else:
-        click.echo(result.text, nl=not result.text.endswith("\n"))
-
-
 def _exit_for(data: dict[str, Any]) -> int:
     """The exit code that says how a task ended (0 while it runs)."""
     state = data.get("status")
@@ -135,19 +102,16 @@ def _exit_for(data: dict[str, Any]) -> int:
     return STATE_EXIT.get(state, 0)
 
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Print the exact structured result as JSON.")
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
-@click.option("--url", envvar="HIVE_BASH_URL", default=DEFAULT_URL, show_default=True, show_envvar=True,
-              help="The daemon's MCP endpoint.")
-@click.option("--token-file", envvar="HIVE_BASH_TOKEN_FILE", type=click.Path(path_type=Path), show_envvar=True,
-              help="File holding the daemon's bearer token, if it requires one.")
-@click.version_option(_version(), prog_name="hive-bash")
+@program("hive-bash", EXIT_CODES, group=True)
+@client_options("HIVE_BASH", DEFAULT_PORT)
 @click.pass_context
-def main(ctx: click.Context, url: str, token_file: Path | None) -> None:
-    """Talk to a running hive-bash-daemon: run commands in the background, watch and stop them."""
-    ctx.obj = Client(url, token_file)
+def main(ctx: click.Context, url: str, token_file: Path | None, timeout: float) -> None:
+    """Talk to a running hive-bash-daemon: run commands in the background, watch and stop them.
+
+    Options go before the command of `run`: everything after CMD's first word is the command's own
+    (`hive-bash run --wait 30 --json make test`, not `hive-bash run make test --json`).
+    """
+    ctx.obj = DaemonClient("hive-bash", url, token_file, timeout)
 
 
 @main.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -160,13 +124,18 @@ def main(ctx: click.Context, url: str, token_file: Path | None) -> None:
               help="Working directory of the task [default: this shell's].")
 @json_option
 @click.pass_obj
-def run_cmd(client: Client, cmd: tuple[str, ...], name: str | None, timeout_secs: int | None,
+def run_cmd(client: DaemonClient, cmd: tuple[str, ...], name: str | None, timeout_secs: int | None,
             wait_seconds: float, cwd: Path | None, as_json: bool) -> None:
-    """Run CMD (joined with spaces, as `bash -c`) in the background. Quote it to keep shell syntax for the task."""
+    """Run CMD (joined with spaces, as `bash -c`) in the background. Quote it to keep shell syntax for the task.
+
+    Options come before CMD: everything from CMD's first word on is the command's, options included
+    (`hive-bash run --wait 30 --json make test` prints JSON; `hive-bash run make test --json` runs
+    `make test --json`).
+    """
     args = {"cmd": " ".join(cmd), "name": name, "timeout_secs": timeout_secs, "wait_seconds": wait_seconds,
             "cwd": str((cwd or Path.cwd()).absolute())}
-    result = client.call("run", args, timeout=wait_seconds + 60)
-    _show(result, as_json)
+    result = client.call("run", args, as_json=as_json, wait=wait_seconds)
+    show(result, as_json)
     sys.exit(_exit_for(result.data))
 
 
@@ -175,9 +144,10 @@ def run_cmd(client: Client, cmd: tuple[str, ...], name: str | None, timeout_secs
 @click.option("--wait", "wait_seconds", type=click.FloatRange(min=0), help="Wait up to this many seconds for the end.")
 @json_option
 @click.pass_obj
-def status_cmd(client: Client, task_id: str, wait_seconds: float | None, as_json: bool) -> None:
+def status_cmd(client: DaemonClient, task_id: str, wait_seconds: float | None, as_json: bool) -> None:
     """Show a task's status, resources and the tails of its output."""
-    _show(client.call("status", {"id": task_id, "wait_seconds": wait_seconds}, timeout=(wait_seconds or 0) + 60), as_json)
+    show(client.call("status", {"id": task_id, "wait_seconds": wait_seconds}, as_json=as_json, wait=wait_seconds or 0),
+         as_json)
 
 
 @main.command("kill")
@@ -185,9 +155,9 @@ def status_cmd(client: Client, task_id: str, wait_seconds: float | None, as_json
 @click.option("--force", is_flag=True, help="SIGKILL instead of SIGINT.")
 @json_option
 @click.pass_obj
-def kill_cmd(client: Client, task_id: str, force: bool, as_json: bool) -> None:
+def kill_cmd(client: DaemonClient, task_id: str, force: bool, as_json: bool) -> None:
     """Stop a task (SIGINT to its group; --force: SIGKILL). Returns at once."""
-    _show(client.call("kill", {"id": task_id, "force": force}), as_json)
+    show(client.call("kill", {"id": task_id, "force": force}, as_json=as_json), as_json)
 
 
 @main.command("list")
@@ -195,9 +165,9 @@ def kill_cmd(client: Client, task_id: str, force: bool, as_json: bool) -> None:
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
 @json_option
 @click.pass_obj
-def list_cmd(client: Client, state: str | None, limit: int, as_json: bool) -> None:
+def list_cmd(client: DaemonClient, state: str | None, limit: int, as_json: bool) -> None:
     """List tasks, newest first."""
-    _show(client.call("list", {"state": state, "limit": limit}), as_json)
+    show(client.call("list", {"state": state, "limit": limit}, as_json=as_json), as_json)
 
 
 @main.command("tail")
@@ -208,7 +178,7 @@ def list_cmd(client: Client, state: str | None, limit: int, as_json: bool) -> No
 @click.option("-c", "--bytes", "count", type=click.IntRange(min=0), default=4096, show_default=True,
               help="Start with the last this many bytes.")
 @click.pass_obj
-def tail_cmd(client: Client, task_id: str, follow: bool, stream: str, count: int) -> None:
+def tail_cmd(client: DaemonClient, task_id: str, follow: bool, stream: str, count: int) -> None:
     """Print the end of a task's output file (read directly from the daemon's state directory)."""
     data = client.call("status", {"id": task_id}).data
     path = Path(data[stream]["path"])
@@ -220,7 +190,7 @@ def tail_cmd(client: Client, task_id: str, follow: bool, stream: str, count: int
             _copy(f, out)
             while follow and data.get("status") in ("pending", "running"):
                 started = time.monotonic()
-                data = client.call("status", {"id": task_id, "wait_seconds": FOLLOW_STEP}).data
+                data = client.call("status", {"id": task_id, "wait_seconds": FOLLOW_STEP}, wait=FOLLOW_STEP).data
                 _copy(f, out)
                 if data.get("wait", {}).get("skipped"):  # the daemon had no wait slot: do not spin
                     time.sleep(max(0.0, FOLLOW_STEP - (time.monotonic() - started)))

@@ -1,10 +1,8 @@
 """`hive-subagent-daemon` (serve the four tools) and `hive-subagent` (the operator's commands).
 
 Operator commands talk to the running daemon through one MCP call each (common.mcp_client), except `list`
-and `log`, which read claude's transcripts from disk and so work with the daemon down.
-
-Exit codes: 0 done; 1 the daemon refused or the turn failed (the message says why); 2 bad usage (click);
-3 the daemon could not be reached or answered with a protocol error.
+and `log`, which read claude's transcripts from disk and so work with the daemon down: they find the daemon's
+working directory in its state directory (hivesubagent.where).
 """
 
 from __future__ import annotations
@@ -19,35 +17,36 @@ from typing import Any, Callable
 
 import click
 
+from common.cli_base import (
+    CLIENT_EXIT_CODES,
+    DAEMON_EXIT_CODES,
+    EXIT_REFUSED,
+    DaemonClient,
+    client_options,
+    fail,
+    json_option,
+    package_version,
+    program,
+    show,
+)
 from common.config import SubagentSettings, click_options, settings_from_options
 
-EXIT_REFUSED = 1
-EXIT_UNREACHABLE = 3
-DEFAULT_URL = "http://127.0.0.1:7712/mcp"
+from . import where
+
+DEFAULT_PORT = 7712
 SERVER_NAME = "subagent"  # the MCP server name: tools land as mcp__subagent__<tool>
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("hive-daemons")
-    except Exception:
-        return "0"
+EXIT_CODES = ((0, "the call worked"), *CLIENT_EXIT_CODES)
 
 
 # ---------------------------------------------------------------------------------------------- the daemon
 
 
-@click.command(name="hive-subagent-daemon")
+@program("hive-subagent-daemon", DAEMON_EXIT_CODES)
 @click_options(SubagentSettings, "HIVE_SUBAGENT")
 def daemon_main(**options: Any) -> None:
     """Serve the subagent MCP tools (start, continue, interrupt, status) over streamable HTTP."""
     settings = settings_from_options(SubagentSettings, options)
-    level = logging.getLevelName(settings.log_level.upper())
-    if not isinstance(level, int):
-        raise click.BadParameter("must be one of debug, info, warning, error", param_hint="--log-level")
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from common.todos.delivery import TodoDelivery
     from common.mcp_http import McpApp
     from common.serve import serve_daemon
@@ -68,7 +67,8 @@ def daemon_main(**options: Any) -> None:
     if shutil.which(settings.claude_bin, path=engine.env.get("PATH")) is None:
         todos.close()
         raise click.ClickException(f"--claude-bin: {settings.claude_bin!r} is not an executable (nor found on PATH)")
-    app = McpApp(build_registry(engine), SERVER_NAME, _version(), settings)
+    where.write_record(state_dir, engine.workdir, engine.env)
+    app = McpApp(build_registry(engine), SERVER_NAME, package_version(), settings)
 
     def on_stop() -> None:
         engine.shutdown()  # interrupts running turns; their todos are queued before we flush
@@ -81,49 +81,20 @@ def daemon_main(**options: Any) -> None:
 # ---------------------------------------------------------------------------------------------- the operator CLI
 
 
-class Ctx:
-    def __init__(self, url: str, token_file: Path | None, timeout: float):
-        self.url, self.token_file, self.timeout = url, token_file, timeout
-
-    def token(self) -> str | None:
-        if self.token_file is None:
-            return None
-        try:
-            return self.token_file.read_text().strip()
-        except OSError as exc:
-            raise click.UsageError(f"--token-file: cannot read {self.token_file}: {exc.strerror}") from None
-
-
-def json_option(fn: Callable) -> Callable:
-    return click.option("--json", "as_json", is_flag=True, help="Print the structured result as JSON.")(fn)
-
-
-@click.group(name="hive-subagent")
-@click.option("--url", envvar="HIVE_SUBAGENT_URL", show_envvar=True, default=DEFAULT_URL, show_default=True,
-              help="The daemon's MCP endpoint.")
-@click.option("--token-file", envvar="HIVE_SUBAGENT_TOKEN_FILE", show_envvar=True, type=click.Path(path_type=Path),
-              default=None, help="File holding the daemon's bearer token.")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True, help="Seconds to wait for the daemon.")
+@program("hive-subagent", EXIT_CODES, group=True)
+@client_options("HIVE_SUBAGENT", DEFAULT_PORT)
 @click.pass_context
 def main(ctx: click.Context, url: str, token_file: Path | None, timeout: float) -> None:
-    """Operate nested claude sessions run by hive-subagent-daemon."""
-    ctx.obj = Ctx(url, token_file, timeout)
+    """Operate nested claude sessions run by hive-subagent-daemon.
+
+    start, continue, interrupt and status call the daemon; list and log read claude's transcripts from disk
+    (in the daemon's working directory, found in its state directory) and work with the daemon down.
+    """
+    ctx.obj = DaemonClient("hive-subagent", url, token_file, timeout)
 
 
-def _call(ctx: Ctx, tool: str, arguments: dict[str, Any], as_json: bool) -> None:
-    from common.mcp_client import McpClientError, call_tool
-
-    try:
-        result = call_tool(ctx.url, tool, arguments, token=ctx.token(), timeout=ctx.timeout)
-    except McpClientError as exc:
-        click.echo(f"hive-subagent: {exc}", err=True)
-        sys.exit(EXIT_UNREACHABLE)
-    if as_json:
-        click.echo(json.dumps(result.data if result.data else {"error": result.text} if result.is_error else {}, indent=2))
-    else:
-        click.echo(result.text, err=result.is_error)
-    if result.is_error:
-        sys.exit(EXIT_REFUSED)
+def _call(client: DaemonClient, tool: str, arguments: dict[str, Any], as_json: bool) -> None:
+    show(client.call(tool, arguments, as_json=as_json), as_json)
 
 
 @main.command()
@@ -135,7 +106,7 @@ def _call(ctx: Ctx, tool: str, arguments: dict[str, Any], as_json: bool) -> None
               help="US dollars this turn may spend (claude's --max-budget-usd); default: the daemon's.")
 @json_option
 @click.pass_obj
-def start(ctx: Ctx, name: str, prompt_file: Path, model: str | None, trigger: str | None, max_budget_usd: float | None,
+def start(ctx: DaemonClient, name: str, prompt_file: Path, model: str | None, trigger: str | None, max_budget_usd: float | None,
           as_json: bool) -> None:
     """Start a fresh session NAME with the instructions in PROMPT_FILE."""
     args: dict[str, Any] = {"name": name, "prompt_file": os.path.abspath(prompt_file)}
@@ -156,7 +127,7 @@ def start(ctx: Ctx, name: str, prompt_file: Path, model: str | None, trigger: st
               help="US dollars this turn may spend (claude's --max-budget-usd); default: the daemon's.")
 @json_option
 @click.pass_obj
-def continue_(ctx: Ctx, name: str, prompt: str, model: str | None, max_budget_usd: float | None, as_json: bool) -> None:
+def continue_(ctx: DaemonClient, name: str, prompt: str, model: str | None, max_budget_usd: float | None, as_json: bool) -> None:
     """Give session NAME a new turn with PROMPT ('-' reads it from stdin)."""
     if prompt == "-":
         prompt = sys.stdin.read()
@@ -173,7 +144,7 @@ def continue_(ctx: Ctx, name: str, prompt: str, model: str | None, max_budget_us
 @click.option("--force", is_flag=True, help="SIGKILL instead of SIGINT.")
 @json_option
 @click.pass_obj
-def interrupt(ctx: Ctx, name: str, force: bool, as_json: bool) -> None:
+def interrupt(ctx: DaemonClient, name: str, force: bool, as_json: bool) -> None:
     """Stop the running turn of session NAME."""
     _call(ctx, "interrupt", {"name": name, "force": force}, as_json)
 
@@ -184,7 +155,7 @@ def interrupt(ctx: Ctx, name: str, force: bool, as_json: bool) -> None:
               help="Show a page of the last turn's result text from this character (needs NAME).")
 @json_option
 @click.pass_obj
-def status(ctx: Ctx, name: str | None, result_offset: int | None, as_json: bool) -> None:
+def status(ctx: DaemonClient, name: str | None, result_offset: int | None, as_json: bool) -> None:
     """Show session NAME (its progress while it runs), or every session the daemon knows."""
     args: dict[str, Any] = {} if name is None else {"name": name}
     if result_offset is not None:
@@ -193,15 +164,21 @@ def status(ctx: Ctx, name: str | None, result_offset: int | None, as_json: bool)
 
 
 def store_options(fn: Callable) -> Callable:
-    """Where the transcripts are: the same workdir and environment the daemon gives claude."""
+    """Where the transcripts are: the daemon's working directory and claude's environment, as the daemon
+    recorded them in its state directory, unless --workdir says otherwise."""
     fn = click.option("--extra-env", multiple=True, envvar="HIVE_SUBAGENT_EXTRA_ENV", show_envvar=True,
-                      help="KEY=VALUE the daemon adds to claude's environment (HOME, CLAUDE_CONFIG_DIR matter here).")(fn)
-    fn = click.option("--workdir", type=click.Path(path_type=Path), default=Path("."), envvar="HIVE_SUBAGENT_WORKDIR",
-                      show_envvar=True, show_default=True, help="The daemon's working directory for sessions.")(fn)
+                      help="With --workdir: KEY=VALUE the daemon adds to claude's environment (HOME, "
+                           "CLAUDE_CONFIG_DIR matter here).")(fn)
+    fn = click.option("--state-dir", type=click.Path(path_type=Path, file_okay=False), envvar="HIVE_SUBAGENT_STATE_DIR",
+                      show_envvar=True, help=f"The daemon's state directory, where it records its working directory "
+                      f"[default: {where.DEPLOYED_STATE_DIR}, else ./{where.TRY_OUT_STATE_DIR}].")(fn)
+    fn = click.option("--workdir", type=click.Path(path_type=Path), envvar="HIVE_SUBAGENT_WORKDIR", show_envvar=True,
+                      help="The sessions' working directory [default: the daemon's, from its state directory; "
+                           "else this one].")(fn)
     return fn
 
 
-def _store(workdir: Path, extra_env: tuple[str, ...]):
+def _store(workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, ...]):
     from hivesubagent.claude import child_env, parse_extra_env
     from hivesubagent.sessions import SessionStore
 
@@ -209,18 +186,28 @@ def _store(workdir: Path, extra_env: tuple[str, ...]):
         extra = parse_extra_env(extra_env)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--extra-env") from None
+    env: dict[str, str] = dict(os.environ)
+    if workdir is None:
+        found = where.read_record([state_dir] if state_dir else [where.DEPLOYED_STATE_DIR, where.TRY_OUT_STATE_DIR])
+        if found is not None:
+            workdir, placing, _ = found
+            env = where.env_as_daemon(os.environ, placing)
+        else:
+            workdir = Path(".")
+            looked = state_dir or f"{where.DEPLOYED_STATE_DIR} or ./{where.TRY_OUT_STATE_DIR}"
+            click.echo(f"hive-subagent: no daemon record in {looked}; reading the sessions of this directory", err=True)
     if not workdir.is_dir():
         raise click.BadParameter(f"{workdir} is not a directory", param_hint="--workdir")
-    return SessionStore(workdir.resolve(), child_env(os.environ, extra, workdir.resolve()))
+    return SessionStore(workdir.resolve(), child_env(env, extra, workdir.resolve()))
 
 
 @main.command(name="list")
 @store_options
 @click.option("--archived", is_flag=True, help="Include archived transcripts.")
 @json_option
-def list_(workdir: Path, extra_env: tuple[str, ...], archived: bool, as_json: bool) -> None:
+def list_(workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, ...], archived: bool, as_json: bool) -> None:
     """List the sessions on disk (read from claude's transcripts; works without the daemon)."""
-    store = _store(workdir, extra_env)
+    store = _store(workdir, state_dir, extra_env)
     rows = []
     for t in store.list(include_archived=archived):
         last = t.last_turn
@@ -244,7 +231,8 @@ def list_(workdir: Path, extra_env: tuple[str, ...], archived: bool, as_json: bo
 @store_options
 @click.option("--last", type=click.IntRange(min=1), default=None, help="Only the last N turns.")
 @json_option
-def log(name: str, workdir: Path, extra_env: tuple[str, ...], last: int | None, as_json: bool) -> None:
+def log(name: str, workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, ...], last: int | None,
+        as_json: bool) -> None:
     """Show session NAME's transcript as readable turns (read from disk)."""
     from common.names import InvalidName, check_name
     from hivesubagent.transcript_log import as_data, read_turns, render
@@ -253,11 +241,10 @@ def log(name: str, workdir: Path, extra_env: tuple[str, ...], last: int | None, 
         check_name(name, "name")
     except InvalidName as exc:
         raise click.BadParameter(str(exc), param_hint="NAME") from None
-    store = _store(workdir, extra_env)
+    store = _store(workdir, state_dir, extra_env)
     paths = store.find_all(name)
     if not paths:
-        click.echo(f"hive-subagent: no session named {name!r} in {store.project_dir}", err=True)
-        sys.exit(EXIT_REFUSED)
+        fail("hive-subagent", f"no session named {name!r} in {store.project_dir}", EXIT_REFUSED)
     turns = read_turns(paths[0])
     if last is not None:
         turns = turns[-last:]

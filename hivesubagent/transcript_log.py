@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from common.humanize import cut
 from hivesubagent.transcript import INTERRUPT_MARK, is_prompt, iter_entries, text_of
 
 TOOL_INPUT_CHARS = 300
@@ -30,10 +31,6 @@ class LoggedTurn:
     prompt: str
     timestamp: str | None
     items: list[Item] = field(default_factory=list)
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + f" ... [{len(text) - limit} more characters]"
 
 
 def _tool_result_text(block: dict) -> str:
@@ -72,10 +69,10 @@ def _items(entry: dict) -> Iterator[Item]:
             yield Item("text", block["text"])
         elif block.get("type") == "tool_use":
             args = json.dumps(block.get("input"), ensure_ascii=False)
-            yield Item("tool_use", f"{block.get('name')}({_cut(args, TOOL_INPUT_CHARS)})")
+            yield Item("tool_use", f"{block.get('name')}({cut(args, TOOL_INPUT_CHARS)})")
         elif block.get("type") == "tool_result":
             mark = " (error)" if block.get("is_error") else ""
-            yield Item("tool_result", _cut(_tool_result_text(block), TOOL_RESULT_CHARS) + mark)
+            yield Item("tool_result", cut(_tool_result_text(block), TOOL_RESULT_CHARS) + mark)
 
 
 def render(turns: list[LoggedTurn]) -> str:

@@ -2,9 +2,7 @@
 
 Operators run `serve` when there is no real harness (`scripts/run` does); `list` asks a socket what it holds,
 `outbox` reads what a daemon has not delivered yet, `upsert`/`clear` send one request as a daemon would.
-
-Exit codes: 0 success; 1 the other end answered with an error, or `serve` cannot take the socket path;
-2 usage errors and an unreachable socket (nothing listening, no such file, no --socket given).
+Its exit codes are in EXIT_CODES, in the shape every program here shares (common.cli_base).
 """
 
 from __future__ import annotations
@@ -17,12 +15,20 @@ from typing import Any
 
 import click
 
+from common.cli_base import EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE, fail, program
+from common.humanize import human_age
 from common.todos.outbox import JOURNAL_NAME, OUTBOX_DIRNAME, read_journal
 from common.todos.sink import TodoBoard, serve_until_signalled, take_socket_path
 from common.todos.wire import OP_CLEAR, OP_LIST, OP_UPSERT, HarnessError, HarnessUnreachable, check_socket_path, exchange
 
-EXIT_ERROR, EXIT_UNREACHABLE = 1, 2
-EXIT_NO_OUTBOX = 2  # `outbox`: nothing to read at that path, as for a socket nobody listens on
+EXIT_ERROR = EXIT_REFUSED
+EXIT_NO_OUTBOX = EXIT_UNREACHABLE  # `outbox`: nothing to read at that path, as for a socket nobody listens on
+EXIT_CODES = (
+    (0, "success (`outbox`: even when nothing waits)"),
+    (EXIT_ERROR, "the other end answered with an error, or `serve` cannot take the socket path"),
+    (EXIT_USAGE, "bad usage of the command line (no --socket given, a path too long)"),
+    (EXIT_UNREACHABLE, "nothing listens on the socket (or no such file); `outbox`: no outbox at that path"),
+)
 LIST_REPLY_LIMIT = 256 * 1024 * 1024  # a list reply carries every todo's body; far above any real board
 SEND_REPLY_LIMIT = 64 * 1024  # an upsert or clear is answered by a short acknowledgement
 
@@ -46,7 +52,7 @@ def _require_socket(socket_path: Path | None) -> Path:
     return socket_path
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@program("hive-todos", EXIT_CODES, group=True)
 def main() -> None:
     """Keyed todos of the hive daemons, seen from the harness's side of the socket.
 
@@ -61,9 +67,6 @@ def main() -> None:
       hive-todos list --socket /tmp/hive/agent.sock
 
     What a daemon could not deliver yet waits in its outbox: `hive-todos outbox /var/lib/hive-bash`.
-
-    Exit codes: 0 ok; 1 the other end answered an error (or `serve` cannot take the path); 2 usage error or
-    the socket is unreachable.
     """
 
 
@@ -84,19 +87,16 @@ def serve(socket_path: Path | None, as_json: bool) -> None:
 
 
 def _request(socket_path: Path, message: dict[str, Any], timeout: float, reply_limit: int) -> dict[str, Any]:
-    """One exchange for the client commands: exit 2 when unreachable, 1 on an error or malformed reply."""
+    """One exchange for the client commands: exit 3 when unreachable, 1 on an error or malformed reply."""
     try:
         reply = exchange(socket_path, message, timeout, reply_limit=reply_limit)
     except HarnessUnreachable as e:
-        click.echo(f"hive-todos: {e}\nIs the harness (or `hive-todos serve --socket {socket_path}`) "
-                   "running?", err=True)
-        sys.exit(EXIT_UNREACHABLE)
+        fail("hive-todos", f"{e}; is the harness (or `hive-todos serve --socket {socket_path}`) running?",
+             EXIT_UNREACHABLE)
     except HarnessError as e:
-        click.echo(f"hive-todos: {e}", err=True)
-        sys.exit(EXIT_ERROR)
+        fail("hive-todos", str(e), EXIT_ERROR)
     if not reply["ok"]:
-        click.echo(f"hive-todos: the socket answered an error: {reply.get('error')}", err=True)
-        sys.exit(EXIT_ERROR)
+        fail("hive-todos", f"the socket answered an error: {reply.get('error')}", EXIT_ERROR)
     return reply
 
 
@@ -117,8 +117,7 @@ def list_(socket_path: Path | None, as_json: bool, timeout: float) -> None:
     reply = _request(path, {"op": OP_LIST}, timeout, LIST_REPLY_LIMIT)
     todos = reply.get("todos")
     if not isinstance(todos, list) or not all(isinstance(t, dict) for t in todos):
-        click.echo("hive-todos: the reply has no 'todos' list (does this harness implement todo.list?)", err=True)
-        sys.exit(EXIT_ERROR)
+        fail("hive-todos", "the reply has no 'todos' list (does this harness implement todo.list?)", EXIT_ERROR)
     if as_json:
         click.echo(json.dumps(todos, ensure_ascii=False, indent=2))
         return
@@ -126,8 +125,12 @@ def list_(socket_path: Path | None, as_json: bool, timeout: float) -> None:
         click.echo("no todos")
         return
     _print_table(("SOURCE", "KEY", "AGE", "SUMMARY"), [
-        (str(t.get("source", "")), str(t.get("key", "")), _age(t.get("updated_at")), str(t.get("summary", "")))
+        (str(t.get("source", "")), str(t.get("key", "")), _age_of(t.get("updated_at")), str(t.get("summary", "")))
         for t in todos])
+
+
+def _age_of(updated_at: Any) -> str:
+    return human_age(time.time() - updated_at) if isinstance(updated_at, (int, float)) else "-"
 
 
 def _print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
@@ -135,16 +138,6 @@ def _print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
     for row in [header, *rows]:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths)) + "  " + row[-1])
-
-
-def _age(updated_at: Any) -> str:
-    if not isinstance(updated_at, (int, float)):
-        return "-"
-    seconds = max(0, int(time.time() - updated_at))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
 
 
 SOURCE_OPTION = click.option("--source", required=True, help="The producer, e.g. bash or subagent.")
@@ -195,14 +188,13 @@ def outbox(state_dir: Path, source: str | None, as_json: bool) -> None:
     """Show the todos a daemon holds undelivered: its outbox under STATE_DIR (e.g. /var/lib/hive-bash).
 
     Read-only, so safe beside the running daemon. The table shows source, key, operation and summary, by source,
-    oldest change first. Exit codes: 0 (even when empty); 2 when STATE_DIR has no outbox.
+    oldest change first. Exits 0 even when nothing waits, 3 when STATE_DIR has no outbox.
     """
     root = state_dir / OUTBOX_DIRNAME
     sources = [source] if source else sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
     journals = [(s, root / s / JOURNAL_NAME) for s in sources if (root / s).is_dir()]
     if not journals:
-        click.echo(f"hive-todos: no outbox under {root}", err=True)
-        sys.exit(EXIT_NO_OUTBOX)
+        fail("hive-todos", f"no outbox under {root}", EXIT_NO_OUTBOX)
     # Sequence numbers count per source: by source, then oldest change first.
     entries = [(s, e) for s, journal in journals for e in sorted(read_journal(journal).values(), key=lambda e: e.seq)]
     if as_json:

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from mcp.client.client import Client
 
 from daemon_harness import sink_todos, wait_until
+from hivesubagent import where
 from hivesubagent.cli import main as cli_main
 
 BIN = Path(sys.executable).parent
@@ -56,7 +57,8 @@ def test_daemon_end_to_end(daemon_factory, claude_bin, real_env, prompt_file, tm
          "--state-dir", str(tmp_path / "state"), "--agent-socket", str(sink), "--kill-grace", "2"],
         env=real_env,
     )
-    env = {**real_env, "HIVE_SUBAGENT_URL": daemon.url, "HIVE_SUBAGENT_WORKDIR": str(workdir)}
+    # list and log find the sessions' directory through the record the daemon keeps in its state directory
+    env = {**real_env, "HIVE_SUBAGENT_URL": daemon.url, "HIVE_SUBAGENT_STATE_DIR": str(tmp_path / "state")}
 
     tools, status, bad = anyio.run(_sdk_session, daemon.url)
     assert [t.name for t in tools.tools] == ["start", "continue", "interrupt", "status"]
@@ -146,6 +148,13 @@ def test_log_and_list_read_transcripts_without_a_daemon(tmp_path):
     assert [t["number"] for t in data["turns"]] == [2]
     listed = json.loads(runner.invoke(cli_main, ["list", "--json"], env=env).output)
     assert [(s["name"], s["turns"], s["last_outcome"], s["total_cost_usd"]) for s in listed["sessions"]] == [("logged", 2, "error", 0.25)]
+    state = tmp_path / "state"
+    state.mkdir()
+    where.write_record(state, work, {"HOME": str(home)})
+    found = runner.invoke(cli_main, ["log", "logged", "--last", "1"], env={"HOME": "/nonexistent", "HIVE_SUBAGENT_STATE_DIR": str(state)})
+    assert found.exit_code == 0 and "=== turn 2 ===" in found.output, found.output
+    absent = runner.invoke(cli_main, ["list", "--state-dir", str(tmp_path)], env={"HOME": str(home)})
+    assert absent.exit_code == 0 and "no daemon record in" in absent.output and "sessions=0" in absent.output
     missing = runner.invoke(cli_main, ["log", "nobody"], env=env)
     assert missing.exit_code == 1 and "no session named 'nobody'" in missing.output
     bad = runner.invoke(cli_main, ["log", "Bad!"], env=env)
@@ -164,7 +173,7 @@ def test_daemon_refuses_bad_settings(tmp_path):
 
 
 @pytest.mark.parametrize("flag, value, message", [("--max-running", "0", "at least 1"), ("--turn-timeout", "0", "must be > 0"),
-                                                  ("--kill-grace", "-1", ">= 0"), ("--log-level", "loud", "one of debug")])
+                                                  ("--kill-grace", "-1", ">= 0"), ("--log-level", "loud", "is not one of 'debug'")])
 def test_daemon_refuses_knobs_that_cannot_work(tmp_path, flag, value, message):
     out = subprocess.run([str(BIN / "hive-subagent-daemon"), "--claude-bin", sys.executable, "--workdir", str(tmp_path),
                           "--state-dir", str(tmp_path / "s"), "--port", "0", flag, value], capture_output=True, text=True, timeout=30)

@@ -57,7 +57,7 @@ def test_sink_lists_what_was_sent_and_forgets_what_was_cleared(sink_factory):
 def test_list_says_clearly_when_the_socket_is_unreachable(short_dir):
     missing = short_dir / "nobody.sock"
     r = CliRunner().invoke(main, ["list", "--socket", str(missing)])
-    assert r.exit_code == 2
+    assert r.exit_code == 3
     assert f"cannot connect to {missing}" in r.output and "hive-todos serve" in r.output
     r = CliRunner().invoke(main, ["list"], env={"HIVE_AGENT_SOCKET": None})
     assert r.exit_code == 2 and "--socket: required (or set HIVE_AGENT_SOCKET)" in r.output
@@ -206,4 +206,4 @@ def test_outbox_shows_what_waits_undelivered_without_touching_it(short_dir):
     empty = short_dir / "empty"
     empty.mkdir()
     r = run("outbox", str(empty))
-    assert r.exit_code == 2 and "no outbox under" in r.output
+    assert r.exit_code == 3 and "no outbox under" in r.output

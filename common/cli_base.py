@@ -1,0 +1,156 @@
+"""One shape for the five command lines (hive-bash-daemon, hive-bash, hive-subagent-daemon, hive-subagent,
+hive-todos): -h/--help, --version, an "Exit codes" section in every --help, and errors printed as one line,
+never a traceback. For the operator clients also the daemon's address (found from the same variables the
+units set), its token (read with the daemon's own 0600 check), --json, and exit codes that say what failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import click
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 120}
+EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 1, 2, 3
+CLIENT_EXIT_CODES = (
+    (EXIT_REFUSED, "the daemon refused the call (unknown id or name, a bad value: the message says which)"),
+    (EXIT_USAGE, "bad usage of the command line"),
+    (EXIT_UNREACHABLE, "the daemon could not be reached, or answered with a protocol error"),
+)
+DAEMON_EXIT_CODES = (
+    (0, "stopped by SIGTERM or Ctrl-C, after stopping what it ran"),
+    (1, "could not start (the message says why: the port, the state directory, ...)"),
+    (EXIT_USAGE, "bad usage, or a knob that cannot work (the message names it)"),
+)
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("hive-daemons")
+    except metadata.PackageNotFoundError:
+        return "0"
+
+
+def exit_codes_epilog(codes: Sequence[tuple[int | str, str]]) -> str:
+    rows = "\n".join(f"  {str(code):<5}{meaning}" for code, meaning in codes)
+    return f"\b\nExit codes:\n{rows}"
+
+
+class _OneLineErrors:
+    """An error click does not know (an OSError, a bug) ends the program with one line and exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)  # type: ignore[misc]
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except OSError as exc:
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise click.ClickException(f"{exc.strerror or exc}{where}") from None
+        except Exception as exc:  # noqa: BLE001 - the promise is one line, never a traceback
+            raise click.ClickException(f"unexpected {type(exc).__name__}: {exc}") from None
+
+
+class OneLineCommand(_OneLineErrors, click.Command):
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """A subcommand without an epilog of its own shows its program's (the exit codes)."""
+        if self.epilog is None and ctx.parent is not None and ctx.parent.command.epilog:
+            self.epilog = ctx.parent.command.epilog
+        super().format_epilog(ctx, formatter)
+
+
+class OneLineGroup(_OneLineErrors, click.Group):
+    command_class = OneLineCommand
+
+
+def program(name: str, exit_codes: Sequence[tuple[int | str, str]], *, group: bool = False, **kwargs: Any) -> Callable:
+    """A top-level click command (or group) in the shape every program here shares."""
+
+    def decorate(fn: Callable) -> click.Command:
+        fn = click.version_option(package_version(), "--version", prog_name=name)(fn)
+        make = click.group if group else click.command
+        return make(name=name, cls=OneLineGroup if group else OneLineCommand, context_settings=CONTEXT_SETTINGS,
+                    epilog=exit_codes_epilog(exit_codes), **kwargs)(fn)
+
+    return decorate
+
+
+# ----- the operator clients -----------------------------------------------------------------------------------
+
+
+def default_url(prefix: str, port: int) -> str:
+    """The daemon's URL from the variables its unit sets (`<PREFIX>_HOST`, `<PREFIX>_PORT`), else the default."""
+    host = os.environ.get(f"{prefix}_HOST") or "127.0.0.1"
+    if host in ("0.0.0.0", "::", "[::]"):
+        host = "127.0.0.1"  # listening everywhere includes loopback
+    return f"http://{host}:{os.environ.get(f'{prefix}_PORT') or port}/mcp"
+
+
+class DaemonClient:
+    """The daemon's URL and token; `call` turns transport failures and refusals into exits with meaning."""
+
+    def __init__(self, prog: str, url: str, token_file: Path | None, timeout: float):
+        self.prog, self.url, self.timeout = prog, url, timeout
+        self.token = _read_token(token_file) if token_file is not None else None
+
+    def call(self, tool: str, arguments: dict[str, Any], *, as_json: bool = False, wait: float = 0.0):
+        """One tool call; exits 3 when the daemon cannot be reached and 1 when it refuses (the reason on stderr,
+        or as {"error": ...} with --json)."""
+        from common.mcp_client import McpClientError, call_tool
+
+        try:
+            result = call_tool(self.url, tool, {k: v for k, v in arguments.items() if v is not None},
+                               token=self.token, timeout=self.timeout + wait)
+        except McpClientError as exc:
+            fail(self.prog, str(exc), EXIT_UNREACHABLE)
+        if result.is_error:
+            if as_json:
+                click.echo(json.dumps({"error": result.text.strip()}, indent=2))
+                sys.exit(EXIT_REFUSED)
+            fail(self.prog, result.text.strip(), EXIT_REFUSED)
+        return result
+
+
+def _read_token(path: Path) -> str:
+    from common.http_guard import TokenFileError, read_token_file
+
+    try:
+        return read_token_file(path)
+    except TokenFileError as exc:
+        raise click.UsageError(f"--token-file: {exc}") from None
+
+
+def fail(prog: str, message: str, code: int) -> None:
+    """Print `prog: message` as one line on stderr and exit with `code`."""
+    click.echo(f"{prog}: {' '.join(message.split())}", err=True)
+    sys.exit(code)
+
+
+def client_options(prefix: str, port: int) -> Callable:
+    """--url, --token-file and --timeout of an operator client, each with its variable."""
+
+    def decorate(fn: Callable) -> Callable:
+        fn = click.option("--timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
+                          help="Seconds to wait for the daemon's answer (beyond any --wait).")(fn)
+        fn = click.option("--token-file", envvar=f"{prefix}_TOKEN_FILE", show_envvar=True, type=click.Path(path_type=Path),
+                          help="File (0600) holding the daemon's bearer token, if it requires one.")(fn)
+        return click.option("--url", envvar=f"{prefix}_URL", show_envvar=True, default=lambda: default_url(prefix, port),
+                            show_default=f"http://127.0.0.1:{port}/mcp, or from {prefix}_HOST and {prefix}_PORT",
+                            help="The daemon's MCP endpoint.")(fn)
+
+    return decorate
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print the exact structured result as JSON.")
+
+
+def show(result, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(result.data, indent=2, sort_keys=True))
+    else:
+        click.echo(result.text, nl=not result.text.endswith("\n"))
