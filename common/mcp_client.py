@@ -12,8 +12,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 PROTOCOL_VERSION = "2026-07-28"
-STRUCTURED_META_KEY = "hive/structured"  # must match common.mcp_http.STRUCTURED_META_KEY
-OPERATOR_META_KEY = "hive/operator"  # must match common.mcp_http.OPERATOR_META_KEY
+STRUCTURED_META_KEY = "hive/structured"  # must match common.mcp_methods.STRUCTURED_META_KEY
+OPERATOR_META_KEY = "hive/operator"  # must match common.mcp_methods.OPERATOR_META_KEY
 _ids = itertools.count(1)
 
 
@@ -35,7 +35,7 @@ def call_tool(url: str, name: str, arguments: dict[str, Any], *, token: str | No
         "io.modelcontextprotocol/clientCapabilities": {},
         "io.modelcontextprotocol/clientInfo": {"name": "hive-cli", "version": "1"},
         STRUCTURED_META_KEY: True,
-        OPERATOR_META_KEY: True,  # the operator's look must not clear the agent's todos (common.mcp_http)
+        OPERATOR_META_KEY: True,  # the operator's look must not clear the agent's todos (common.mcp_methods)
     }
     body = {"jsonrpc": "2.0", "id": next(_ids), "method": "tools/call", "params": {"name": name, "arguments": arguments, "_meta": meta}}
     headers = {

@@ -5,13 +5,13 @@ Routing follows the official SDK (`mcp/server/streamable_http_manager.py`): a re
 path; no header or a handshake version goes to the `initialize`/`Mcp-Session-Id` path. Every answer is one
 JSON body: we never hold a response open as a stream, so no worker thread is pinned by a client.
 
-Message shapes are validated and serialised with the `mcp` package's own types (`mcp_types.methods`), and the
-2026 request ladder (envelope, header/body agreement, version) is the SDK's own `classify_inbound_request`.
+The methods themselves are common/mcp_methods.py. Message shapes are validated and serialised with the `mcp`
+package's own types (`mcp_types`), and the 2026 request ladder (envelope, header/body agreement, version) is
+the SDK's own `classify_inbound_request`.
 """
 
 import json
 import logging
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import mcp_types
@@ -21,23 +21,22 @@ from mcp.shared.inbound import (
     classify_inbound_request,
     unsupported_protocol_version_rejection,
 )
-from mcp_types import methods as mcp_methods
 from mcp_types.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
-    METHOD_NOT_FOUND,
     PARSE_ERROR,
 )
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wrappers import Request, Response
 
 from common.config import ServerSettings
 from common.http_guard import Guard, read_token_file
+from common.mcp_methods import McpMethods, RpcError, error_body, first_error
 from common.mcp_sessions import SessionTable
-from common.tools import CallContext, ToolArgumentsError, ToolRegistry, ToolResult, UnknownTool, never_gone
+from common.tools import ToolRegistry, never_gone
 
 log = logging.getLogger(__name__)
 
@@ -45,39 +44,14 @@ MCP_PATH = "/mcp"
 HEALTH_PATH = "/healthz"
 SESSION_HEADER = "Mcp-Session-Id"
 VERSION_HEADER = "MCP-Protocol-Version"
-# Ask for the structured form of a tool result: params._meta["hive/structured"] = true. Off by default because
-# Claude Code shows the model only structuredContent when present (docs/design.md, "MCP clients"), and the
-# model reads text best.
-STRUCTURED_META_KEY = "hive/structured"
-# The caller is an operator, not the agent: params._meta["hive/operator"] = true (set by common.mcp_client).
-# An operator's look at a task must not take the agent's notice of it, nor move what the agent has seen.
-OPERATOR_META_KEY = "hive/operator"
 # Batches exist only in this revision (added in 2025-03-26, removed in 2025-06-18).
 BATCH_VERSION = "2025-03-26"
 # A request without the version header is 2025-03-26 (transports, "Protocol Version Header").
 DEFAULT_HANDSHAKE_VERSION = "2025-03-26"
-TOOL_LIST_TTL_MS = 60_000  # the tool list changes only with a new daemon version
-
-
-@dataclass
-class RpcError(Exception):
-    """A JSON-RPC error to answer with; `http_status` None means: look it up in the SDK's table."""
-
-    code: int
-    message: str
-    data: Any = None
-    http_status: int | None = None
 
 
 def _json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response(json.dumps(body, separators=(",", ":")), status=status, headers=headers, mimetype="application/json")
-
-
-def _error_body(request_id: Any, err: RpcError) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": err.code, "message": err.message}
-    if err.data is not None:
-        error["data"] = err.data
-    return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
 def _plain(status: int, text: str, headers: dict[str, str] | None = None) -> Response:
@@ -107,6 +81,7 @@ class McpApp:
 
     def __init__(self, registry: ToolRegistry, server_name: str, server_version: str, settings: ServerSettings):
         self.registry = registry
+        self.methods = McpMethods(registry)
         self.server_info = {"name": server_name, "version": server_version}
         self.settings = settings
         token = read_token_file(settings.token_file) if settings.token_file else None
@@ -122,7 +97,7 @@ class McpApp:
             response = self._route(request)
         except Exception:  # never a 500 page with a traceback; the operator gets it in the log
             log.exception("unexpected error serving %s %s", request.method, request.path)
-            response = _json_response(_error_body(None, RpcError(INTERNAL_ERROR, "Internal error")), 500)
+            response = _json_response(error_body(None, RpcError(INTERNAL_ERROR, "Internal error")), 500)
         return response(environ, start_response)
 
     def _route(self, request: Request) -> Response:
@@ -170,7 +145,7 @@ class McpApp:
         except RequestEntityTooLarge:
             return _plain(413, f"Request body too large (limit {self.settings.max_body_bytes} bytes)")
         except RpcError as err:
-            return _json_response(_error_body(None, err), 400)
+            return _json_response(error_body(None, err), 400)
 
     def _precheck_post(self, request: Request) -> Response | None:
         if not _accepts_json(request):
@@ -191,10 +166,10 @@ class McpApp:
             return self._modern_notification(request, body)
         if not isinstance(body, dict) or not isinstance(body.get("method"), str) or body.get("jsonrpc") != "2.0":
             err = RpcError(INVALID_REQUEST, "Invalid request: the body must be one JSON-RPC request object (no batches)")
-            return _json_response(_error_body(None, err), 400)
+            return _json_response(error_body(None, err), 400)
         request_id = body["id"]
         if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
-            return _json_response(_error_body(None, RpcError(INVALID_REQUEST, "Invalid request: id must be a string or integer")), 400)
+            return _json_response(error_body(None, RpcError(INVALID_REQUEST, "Invalid request: id must be a string or integer")), 400)
         # No find_duplicated_routing_header here: waitress folds repeated header lines into one value ("a, b"),
         # which never equals the body's, so the ladder refuses a duplicate as a mismatch (tests:
         # test_a_routing_header_sent_twice_is_refused).
@@ -203,10 +178,10 @@ class McpApp:
             return self._modern_error(request_id, RpcError(verdict.code, verdict.message, verdict.data))
         version = verdict.protocol_version
         try:
-            result = self._dispatch(body["method"], body.get("params"), version, modern=True,
+            result = self.methods.dispatch(body["method"], body.get("params"), version, modern=True,
                                     client_gone=self._client_gone(request))
             result.setdefault("resultType", "complete")
-            result = self._serialise(body["method"], version, result)
+            result = self.methods.serialise(body["method"], version, result)
         except RpcError as err:
             return self._modern_error(request_id, err)
         result.setdefault("_meta", {})[mcp_types.SERVER_INFO_META_KEY] = self.server_info
@@ -215,7 +190,7 @@ class McpApp:
     def _modern_notification(self, request: Request, body: dict) -> Response:
         """Acknowledge and drop (202): the 2026 wire defines no client notifications a server acts on."""
         if body.get("jsonrpc") != "2.0" or not isinstance(body.get("method"), str):
-            return _json_response(_error_body(None, RpcError(INVALID_REQUEST, "Invalid notification")), 400)
+            return _json_response(error_body(None, RpcError(INVALID_REQUEST, "Invalid notification")), 400)
         rejection = unsupported_protocol_version_rejection(request.headers.get(VERSION_HEADER, ""))
         if rejection is not None:
             return self._modern_error(None, RpcError(rejection.code, rejection.message, rejection.data))
@@ -223,7 +198,7 @@ class McpApp:
 
     def _modern_error(self, request_id: Any, err: RpcError) -> Response:
         status = err.http_status or ERROR_CODE_HTTP_STATUS.get(err.code, 200)
-        return _json_response(_error_body(request_id, err), status)
+        return _json_response(error_body(request_id, err), status)
 
     # -- handshake era: initialize, sessions, optional batches -------------------------------------------------
 
@@ -248,7 +223,7 @@ class McpApp:
         if isinstance(body, list):
             if version != BATCH_VERSION:
                 err = RpcError(INVALID_REQUEST, f"Invalid request: JSON-RPC batches exist only in protocol version {BATCH_VERSION}, not {version}")
-                return _json_response(_error_body(None, err), 400)
+                return _json_response(error_body(None, err), 400)
             return self._batch(body, session.protocol_version)
         reply = self._handshake_message(body, session.protocol_version, client_gone=self._client_gone(request))
         if reply is None:
@@ -262,8 +237,8 @@ class McpApp:
         try:
             parsed = mcp_types.InitializeRequestParams.model_validate(params)
         except ValidationError as exc:
-            err = RpcError(INVALID_PARAMS, f"Invalid initialize params: {_first_error(exc)}")
-            return _json_response(_error_body(request_id, err), 400)
+            err = RpcError(INVALID_PARAMS, f"Invalid initialize params: {first_error(exc)}")
+            return _json_response(error_body(request_id, err), 400)
         requested = parsed.protocol_version
         negotiated = requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
         session = self.sessions.create(negotiated)
@@ -272,7 +247,7 @@ class McpApp:
             "capabilities": {"tools": {"listChanged": False}},
             "serverInfo": self.server_info,
         }
-        result = self._serialise("initialize", negotiated, result)
+        result = self.methods.serialise("initialize", negotiated, result)
         return _json_response({"jsonrpc": "2.0", "id": request_id, "result": result}, headers={SESSION_HEADER: session.id})
 
     def _end_session(self, request: Request) -> Response:
@@ -285,7 +260,7 @@ class McpApp:
 
     def _batch(self, items: list, version: str) -> Response:
         if not items:
-            return _json_response(_error_body(None, RpcError(INVALID_REQUEST, "Invalid request: empty batch")), 400)
+            return _json_response(error_body(None, RpcError(INVALID_REQUEST, "Invalid request: empty batch")), 400)
         replies = [r for r in (self._handshake_message(item, version, in_batch=True) for item in items) if r is not None]
         return _json_response(replies) if replies else Response(status=202)
 
@@ -293,7 +268,7 @@ class McpApp:
                            client_gone: Callable[[], bool] = never_gone) -> dict | None:
         """Answer one JSON-RPC message; None for notifications and client responses (202)."""
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            return _error_body(None, RpcError(INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message"))
+            return error_body(None, RpcError(INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message"))
         if "method" not in message:
             return None  # a response to a server request; we send none, so there is nothing to match it to
         if "id" not in message:
@@ -301,79 +276,13 @@ class McpApp:
         request_id = message["id"]
         method = message.get("method")
         if not isinstance(method, str) or not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
-            return _error_body(None, RpcError(INVALID_REQUEST, "Invalid request: method must be a string, id a string or integer"))
+            return error_body(None, RpcError(INVALID_REQUEST, "Invalid request: method must be a string, id a string or integer"))
         if method == "initialize":
             reason = "initialize may not be batched" if in_batch else "the session is already initialized"
-            return _error_body(request_id, RpcError(INVALID_REQUEST, f"Invalid request: {reason}"))
+            return error_body(request_id, RpcError(INVALID_REQUEST, f"Invalid request: {reason}"))
         try:
-            result = self._dispatch(method, message.get("params"), version, modern=False, client_gone=client_gone)
-            result = self._serialise(method, version, result)
+            result = self.methods.dispatch(method, message.get("params"), version, modern=False, client_gone=client_gone)
+            result = self.methods.serialise(method, version, result)
         except RpcError as err:
-            return _error_body(request_id, err)
+            return error_body(request_id, err)
         return {"jsonrpc": "2.0", "id": request_id, "result": result}
-
-    # -- methods, shared by both eras ---------------------------------------------------------------------------
-
-    def _dispatch(self, method: str, params: Any, version: str, modern: bool,
-                  client_gone: Callable[[], bool] = never_gone) -> dict:
-        if params is not None and not isinstance(params, dict):
-            raise RpcError(INVALID_PARAMS, "Invalid params: params must be an object")
-        params = params or {}
-        if method == "tools/list":
-            result: dict = {"tools": self.registry.listing()}
-            if modern:
-                result.update(ttlMs=TOOL_LIST_TTL_MS, cacheScope="public")
-            return result
-        if method == "tools/call":
-            return self._call_tool(params, version, client_gone)
-        if method == "ping" and not modern:
-            return {}
-        if method == "server/discover" and modern:
-            return {
-                "supportedVersions": list(MODERN_PROTOCOL_VERSIONS),
-                "capabilities": {"tools": {"listChanged": False}},
-                "ttlMs": TOOL_LIST_TTL_MS,
-                "cacheScope": "public",
-            }
-        raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", data=method)
-
-    def _call_tool(self, params: dict, version: str, client_gone: Callable[[], bool]) -> dict:
-        name = params.get("name")
-        if not isinstance(name, str):
-            raise RpcError(INVALID_PARAMS, "Invalid params: name must be a string (the tool to call)")
-        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
-        ctx = CallContext(structured=meta.get(STRUCTURED_META_KEY) is True, protocol_version=version,
-                          client_gone=client_gone, operator=meta.get(OPERATOR_META_KEY) is True)
-        try:
-            result = self.registry.call(name, params.get("arguments"), ctx)
-        except UnknownTool:
-            raise RpcError(INVALID_PARAMS, f"Unknown tool: {name} (this server has: {', '.join(t['name'] for t in self.registry.listing())})") from None
-        except ToolArgumentsError as exc:
-            # An input validation error is a tool execution error, so the model can correct itself
-            # (spec 2025-11-25 changelog, SEP-1303), not a protocol error.
-            result = ToolResult(text=f"invalid arguments for {name}: {exc}", data={"error": str(exc)}, is_error=True)
-        return self._tool_result(result, ctx)
-
-    @staticmethod
-    def _tool_result(result: ToolResult, ctx: CallContext) -> dict:
-        body: dict[str, Any] = {"content": [{"type": "text", "text": result.text}], "isError": result.is_error}
-        if ctx.structured:
-            body["structuredContent"] = result.data
-        return body
-
-    @staticmethod
-    def _serialise(method: str, version: str, result: dict) -> dict:
-        """Validate and shape a result with the SDK's per-version types; a mismatch is our bug, so it is logged."""
-        try:
-            return mcp_methods.serialize_server_result(method, version, result)
-        except ValidationError:
-            log.exception("result of %s does not match the %s schema", method, version)
-            raise RpcError(INTERNAL_ERROR, "Internal error: the server produced an invalid result") from None
-        except (KeyError, ValueError):
-            return result  # a method the SDK's table does not know for this version: sent as built
-
-
-def _first_error(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first.get("loc", ())) or "params"
-    return f"{where}: {first.get('msg', 'invalid')}"

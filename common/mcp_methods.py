@@ -1,0 +1,115 @@
+"""The MCP methods a daemon answers (tools/list, tools/call, ping, server/discover), shared by both protocol eras.
+
+common/mcp_http.py routes an HTTP request to one of the two eras; either era then hands the method here. Results
+are shaped and checked with the `mcp` package's own per-version types.
+"""
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from mcp_types import methods as mcp_methods
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from common.tools import CallContext, ToolArgumentsError, ToolRegistry, ToolResult, UnknownTool, never_gone
+
+log = logging.getLogger(__name__)
+
+# Ask for the structured form of a tool result: params._meta["hive/structured"] = true. Off by default because
+# Claude Code shows the model only structuredContent when present (docs/design.md, "MCP clients"), and the
+# model reads text best.
+STRUCTURED_META_KEY = "hive/structured"
+# The caller is an operator, not the agent: params._meta["hive/operator"] = true (set by common.mcp_client).
+# An operator's look at a task must not take the agent's notice of it, nor move what the agent has seen.
+OPERATOR_META_KEY = "hive/operator"
+TOOL_LIST_TTL_MS = 60_000  # the tool list changes only with a new daemon version
+
+
+@dataclass
+class RpcError(Exception):
+    """A JSON-RPC error to answer with; `http_status` None means: look it up in the SDK's table."""
+
+    code: int
+    message: str
+    data: Any = None
+    http_status: int | None = None
+
+
+def error_body(request_id: Any, err: RpcError) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": err.code, "message": err.message}
+    if err.data is not None:
+        error["data"] = err.data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+class McpMethods:
+    """The methods over one tool registry."""
+
+    def __init__(self, registry: ToolRegistry):
+        self.registry = registry
+
+    def dispatch(self, method: str, params: Any, version: str, modern: bool,
+                 client_gone: Callable[[], bool] = never_gone) -> dict:
+        if params is not None and not isinstance(params, dict):
+            raise RpcError(INVALID_PARAMS, "Invalid params: params must be an object")
+        params = params or {}
+        if method == "tools/list":
+            result: dict = {"tools": self.registry.listing()}
+            if modern:
+                result.update(ttlMs=TOOL_LIST_TTL_MS, cacheScope="public")
+            return result
+        if method == "tools/call":
+            return self._call_tool(params, version, client_gone)
+        if method == "ping" and not modern:
+            return {}
+        if method == "server/discover" and modern:
+            return {
+                "supportedVersions": list(MODERN_PROTOCOL_VERSIONS),
+                "capabilities": {"tools": {"listChanged": False}},
+                "ttlMs": TOOL_LIST_TTL_MS,
+                "cacheScope": "public",
+            }
+        raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", data=method)
+
+    def _call_tool(self, params: dict, version: str, client_gone: Callable[[], bool]) -> dict:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise RpcError(INVALID_PARAMS, "Invalid params: name must be a string (the tool to call)")
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        ctx = CallContext(structured=meta.get(STRUCTURED_META_KEY) is True, protocol_version=version,
+                          client_gone=client_gone, operator=meta.get(OPERATOR_META_KEY) is True)
+        try:
+            result = self.registry.call(name, params.get("arguments"), ctx)
+        except UnknownTool:
+            raise RpcError(INVALID_PARAMS, f"Unknown tool: {name} (this server has: {', '.join(t['name'] for t in self.registry.listing())})") from None
+        except ToolArgumentsError as exc:
+            # An input validation error is a tool execution error, so the model can correct itself
+            # (spec 2025-11-25 changelog, SEP-1303), not a protocol error.
+            result = ToolResult(text=f"invalid arguments for {name}: {exc}", data={"error": str(exc)}, is_error=True)
+        return self._tool_result(result, ctx)
+
+    @staticmethod
+    def _tool_result(result: ToolResult, ctx: CallContext) -> dict:
+        body: dict[str, Any] = {"content": [{"type": "text", "text": result.text}], "isError": result.is_error}
+        if ctx.structured:
+            body["structuredContent"] = result.data
+        return body
+
+    @staticmethod
+    def serialise(method: str, version: str, result: dict) -> dict:
+        """Validate and shape a result with the SDK's per-version types; a mismatch is our bug, so it is logged."""
+        try:
+            return mcp_methods.serialize_server_result(method, version, result)
+        except ValidationError:
+            log.exception("result of %s does not match the %s schema", method, version)
+            raise RpcError(INTERNAL_ERROR, "Internal error: the server produced an invalid result") from None
+        except (KeyError, ValueError):
+            return result  # a method the SDK's table does not know for this version: sent as built
+
+
+def first_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "params"
+    return f"{where}: {first.get('msg', 'invalid')}"
