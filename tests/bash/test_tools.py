@@ -111,6 +111,6 @@ def test_engine_refusals_are_error_results(tools, engine, tmp_path):
         assert res.is_error and res.text.startswith(message), res.text
     call(tools, "run", cmd="sleep 300", name="busy", wait_seconds=0)
     res = tools.call("run", {"cmd": "true", "name": "busy"})
-    assert res.is_error and "is still pending" in res.text or "is still running" in res.text
+    assert res.is_error and ("is still pending" in res.text or "is still running" in res.text), res.text
     call(tools, "kill", id="busy", force=True)
     assert wait_until(lambda: engine.status("busy").view.task.terminal)
