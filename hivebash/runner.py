@@ -1,4 +1,5 @@
-"""A worker per task (on a pooled thread, workers.py): spawn, wait, time out, signal the group, find escapees, reap.
+"""A worker per task (on a pooled thread, workers.py): wait, time out, signal the group, find escapees, reap
+(the spawn happens in the thread that starts the task, see TaskRunner.start).
 
 Facts this module is built on (docs/design.md, "Linux processes"):
 - `preexec_fn` is unsafe in a threaded process: the new session comes from `start_new_session=True`.
@@ -93,8 +94,9 @@ def _devnull() -> int:
 
 
 class TaskRunner:
-    """Runs one task from spawn to reaped, in its own thread. The engine asks for kills by setting
-    `task.kill_signal`, signalling the group itself, and calling `poke()` so the worker re-evaluates."""
+    """Runs one task from spawn to reaped: spawned by `start`, then supervised in a worker thread of its own.
+    The engine asks for kills by setting `task.kill_signal`, signalling the group itself, and calling `poke()`
+    so the worker re-evaluates."""
 
     def __init__(self, task: Task, store: TaskStore, reaper: OrphanReaper, hooks: RunnerHooks,
                  kill_grace: float, subreaper: bool, launcher: Launcher, pool: WorkerPool):
@@ -117,9 +119,19 @@ class TaskRunner:
         self._wake_lock = threading.Lock()
         self.pool = pool
         self._done = threading.Event()
+        self._proc: subprocess.Popen | None = None  # spawned by `start`, supervised by the worker
+        self._failure: str | None = None  # why `start` could not spawn it
 
     def start(self) -> None:
-        """Called once, by whoever took the task from the queue, after it released the engine's lock."""
+        """Called once, by whoever took the task from the queue, after it released the engine's lock: the
+        process is spawned here, in the caller's thread, then a pooled worker supervises it to the end. The
+        worker's wake-up thus overlaps the process's own start instead of delaying it: on a busy machine a
+        woken thread waits for a core, and that wait was on the path of every run() (scripts/bench.py)."""
+        try:
+            self._proc = self._spawn()
+        except Exception:  # reported by the worker, like every other failure to start
+            log.exception("starting task %s failed", self.task.id)
+            self._failure = "internal error while starting the task (see the daemon log)"
         self.pool.submit(self._main)
 
     def join(self, timeout: float) -> bool:
@@ -144,8 +156,10 @@ class TaskRunner:
                 os.eventfd_write(wake, 1)
                 self._rung = True
         try:
-            proc = self._spawn()
-            if proc is not None:
+            proc, self._proc = self._proc, None
+            if self._failure is not None:
+                self.hooks.on_spawn_failed(self.task, self._failure)
+            elif proc is not None:
                 self._supervise(proc)
         except Exception:  # a worker must never die silently: the task would stay "running" forever
             log.exception("worker of task %s failed", self.task.id)
@@ -162,13 +176,15 @@ class TaskRunner:
             self._done.set()
 
     def _spawn(self) -> subprocess.Popen | None:
+        """The task's process, or None with `_failure` saying why (the worker reports it: reporting here
+        would start the next queued task from inside this one's start)."""
         task, launcher = self.task, self.launcher
         env = launcher.environment(task.marker)
         try:
             out, err = self.outputs or self.store.open_outputs(task.id)
             self.outputs = None
         except OSError as exc:
-            self.hooks.on_spawn_failed(task, f"cannot open the output files: {exc}")
+            self._failure = f"cannot open the output files: {exc}"
             return None
         try:
             self.daemon_peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -183,7 +199,7 @@ class TaskRunner:
                 self.reaper.end_spawn(proc.pid if proc is not None else None, task.marker)
             started = time.monotonic()
         except OSError as exc:
-            self.hooks.on_spawn_failed(task, f"cannot start bash: {exc}")
+            self._failure = f"cannot start bash: {exc}"
             return None
         finally:
             os.close(out)
