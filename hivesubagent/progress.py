@@ -10,6 +10,7 @@ turn's cost is reported only by the final `result` line, never mid-turn.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -46,12 +47,18 @@ class Progress:
     last_event_mono: float = field(default_factory=time.monotonic)
     _usage: dict[str, tuple[int, int]] = field(default_factory=dict)  # message id -> (input, output) tokens
     _last_message_id: str | None = None
+    # The reader thread feeds it while status threads read it: the counters are read whole, never mid-change.
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def touch(self) -> None:
         self.last_event_mono = time.monotonic()
 
     def assistant(self, message: dict) -> None:
         """One assistant line: a new step when its message id is new; its tool calls; its usage."""
+        with self._lock:
+            self._assistant(message)
+
+    def _assistant(self, message: dict) -> None:
         message_id = str(message.get("id") or "")
         if not message_id or message_id != self._last_message_id:
             self.steps += 1
@@ -67,6 +74,10 @@ class Progress:
                                        _tokens(usage, "output_tokens"))
 
     def view(self) -> dict[str, Any]:
+        with self._lock:
+            return self._view()
+
+    def _view(self) -> dict[str, Any]:
         reported = bool(self._usage)
         return {
             "steps": self.steps,

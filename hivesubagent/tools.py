@@ -28,6 +28,7 @@ MODEL_SCHEMA = {
     "pattern": r"^[A-Za-z0-9][A-Za-z0-9._:/@\[\]-]{0,199}$",
     "description": "Model for claude's --model (an alias such as 'sonnet' or a full model id). Omit for claude's default.",
 }
+LIST_TEXT_BYTES = 7 * 1024  # status() of every session: the lines that fit; an answer the model reads stays < 8 KiB
 TEXT_LIMIT = 1_000_000  # characters; the transport's body limit (1 MiB) binds first
 
 BUDGET_SCHEMA = {
@@ -314,4 +315,17 @@ def render_list(data: dict[str, Any]) -> str:
                             last_outcome=last.get("outcome"), total_cost_usd=s["total_cost_usd"], updated_at=s["updated_at"]))
     if not sessions:
         lines.append("no sessions yet: start(name, prompt_file) creates one")
-    return "\n".join(lines)
+    return _within(lines, LIST_TEXT_BYTES)
+
+
+def _within(lines: list[str], limit: int) -> str:
+    """The first line and as many of the rest as fit in `limit` bytes, then how many were left out."""
+    kept, used = lines[:1], len(lines[0].encode()) + 100  # room for the closing note
+    for line in lines[1:]:
+        used += len(line.encode()) + 1
+        if used > limit:
+            left = len(lines) - len(kept)
+            kept.append(f"... {left} more not shown: status(name=...) shows one session")
+            break
+        kept.append(line)
+    return "\n".join(kept)

@@ -144,3 +144,15 @@ def test_progress_of_a_running_turn_reads_in_one_line():
     assert lines[0] == "name=job state=running running=true session_id=sid turn=2 pid=42 elapsed_s=3.0 max_budget_usd=0.5"
     assert lines[1].startswith("progress: 2 step(s), 2 tool call(s) (Bash x1, Read x1); last event ")
     assert lines[2] == "latest tool call: Read: file_path=/a/b.py"
+
+
+def test_a_long_session_list_stays_under_8_kib():
+    finished = {"name": "job", "state": "finished", "running": False, "session_id": "0" * 36, "transcript": "/t.jsonl", "model": "m",
+                "turns": 3, "total_cost_usd": 1.5, "updated_at": "2026-11-30T10:00:00+00:00", "last_turn": {"outcome": "completed"}}
+    sessions = [{**finished, "name": f"session-{i:03d}"} for i in range(100)]
+    text = render_list({"sessions": sessions, "running": 0, "more": 0})
+    lines = text.splitlines()
+    assert len(text.encode()) < 8192 and lines[0] == "sessions=100 running=0 more=0"
+    shown = len(lines) - 2
+    assert 10 < shown < 100 and lines[-1] == f"... {100 - shown} more not shown: status(name=...) shows one session"
+    assert lines[1].startswith("name=session-000 ")
