@@ -25,6 +25,7 @@ from hivesubagent import claude, views
 from hivesubagent.arguments import SubagentError, budget_usd, open_prompt_file, prompt_text, session_name
 from hivesubagent.result_pages import OffsetError, page
 from hivesubagent.runner import TurnRunner, unarchive
+from hivesubagent.index_file import IndexKeeper
 from hivesubagent.sessions import LiveSession, SessionStore, Transcript
 from hivesubagent.turn import Turn, TurnState
 from hivesubagent.turns import TurnTable
@@ -50,6 +51,8 @@ class SubagentEngine:
         extra = claude.parse_extra_env(settings.extra_env)
         self.env = claude.child_env(os.environ if base_env is None else base_env, extra, self.workdir)
         self.sessions = SessionStore(self.workdir, self.env)
+        self.index_keeper = IndexKeeper(self.sessions, Path(settings.state_dir))
+        self.index_keeper.start()
         self.table = TurnTable(settings.max_running)
         self.runner = TurnRunner(self.table, settings, todos, self.workdir, self.env,
                                  Path(settings.state_dir).absolute() / "subagent")
@@ -162,6 +165,7 @@ class SubagentEngine:
             left = [t.name for t in turns if not t.reported]
         if left:
             log.error("shutdown: turns whose end could not be recorded in time: %s", ", ".join(left))
+        self.index_keeper.stop()
 
     def running_names(self) -> list[str]:
         return self.table.names()

@@ -128,34 +128,36 @@ class SessionStore:
                 return candidate
         return self.project_dir / f"{session_id}.jsonl"
 
-    def _files(self, archived: bool = False) -> list[Path]:
-        out: list[Path] = []
+    def _files(self, archived: bool = False) -> list[str]:
+        """Transcript paths as strings: a folder of hundreds is listed on every call, and Path objects cost more
+        than the look-ups themselves."""
+        out: list[str] = []
         for d in self.project_dirs():
             try:
                 with os.scandir(d) as found:  # is_file() from the directory entry: no stat per file
-                    out += [Path(e.path) for e in found if _listed(e.name, archived) and e.is_file()]
+                    out += [e.path for e in found if _listed(e.name, archived) and e.is_file()]
             except OSError:
                 continue
         return out
 
-    def title(self, path: Path) -> str | None:
+    def title(self, path: str | Path) -> str | None:
         """The session name of one transcript: from its tail or head, then from what is appended."""
         return self.index.name(path)
 
-    def read(self, path: Path) -> Transcript:
+    def read(self, path: str | Path) -> Transcript:
         """The summary of one transcript, brought up to date by reading only what was appended."""
         return self.index.summary(path)
 
-    def _named(self, archived: bool = False) -> list[tuple[Path, str]]:
+    def _named(self, archived: bool = False) -> list[tuple[str, str]]:
         """(path, name) of every named transcript; what is remembered of vanished files is dropped."""
         files = self._files(archived=archived)
         if not archived:
             self.index.forget_except(set(files))
-        return [(p, name) for p in files if (name := self.title(p)) is not None]
+        return [(p, name) for p in files if (name := self.index.name(p)) is not None]
 
     def find_all(self, name: str) -> list[Path]:
         """Every live (not archived) transcript whose session is named `name`, newest first."""
-        matches = [p for p, n in self._named() if n == name]
+        matches = [Path(p) for p, n in self._named() if n == name]
         return sorted(matches, key=_mtime, reverse=True)
 
     def find(self, name: str) -> Transcript | None:

@@ -25,6 +25,7 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 from hivesubagent.transcript import INTERRUPT_MARK, Transcript, TranscriptReader, is_prompt, timestamp_of
 
@@ -207,36 +208,46 @@ class TranscriptIndex:
     """Per-file names and summaries, each brought up to date by reading only what was appended."""
 
     def __init__(self) -> None:
-        self._entries: dict[Path, _Entry] = {}
+        self._entries: dict[str, _Entry] = {}  # by path as a string: a Path costs more to hash than a look-up
         self._lock = threading.Lock()
+        self.version = 0  # counts changes, so a keeper saves only what changed (index_file.py)
 
-    def name(self, path: Path) -> str | None:
+    def name(self, path: str | Path) -> str | None:
         """The session name of one transcript (None: unnamed, or gone)."""
         try:
-            return self._look(path, full=False).name
+            with self._lock:
+                return self._refresh(os.fspath(path), full=False).name
         except OSError:
             return None
 
-    def summary(self, path: Path) -> Transcript:
+    def summary(self, path: str | Path) -> Transcript:
         """Everything the transcript says (raises OSError if it cannot be read)."""
         with self._lock:
-            entry = self._refresh(path, full=True)
+            entry = self._refresh(os.fspath(path), full=True)
             return entry.reader.snapshot(entry.mark.mtime_ns / 1e9)
 
-    def forget_except(self, paths: set[Path]) -> None:
+    def forget_except(self, paths: set[str]) -> None:
         """Drop what is remembered of files no longer in the folder (archived, deleted)."""
         with self._lock:
             for path in [p for p in self._entries if p not in paths]:
                 del self._entries[path]
+                self.version += 1
 
     def entries(self) -> int:
         return len(self._entries)
 
-    def _look(self, path: Path, full: bool) -> _Entry:
+    def export(self, convert: Callable[[_Entry], Any]) -> dict[str, Any]:
+        """`convert` of every entry, under the lock: a reader is never caught half-fed."""
         with self._lock:
-            return self._refresh(path, full)
+            return {path: convert(entry) for path, entry in self._entries.items()}
 
-    def _refresh(self, path: Path, full: bool) -> _Entry:
+    def adopt(self, entries: dict[str, _Entry]) -> None:
+        """Take entries saved by an earlier run; each is checked against its file before it is used."""
+        with self._lock:
+            for path, entry in entries.items():
+                self._entries.setdefault(path, entry)
+
+    def _refresh(self, path: str, full: bool) -> _Entry:
         entry = self._entries.get(path)
         try:
             st = os.stat(path)
@@ -244,7 +255,8 @@ class TranscriptIndex:
                 return entry  # the common case: one stat, nothing read
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
-            self._entries.pop(path, None)
+            if self._entries.pop(path, None) is not None:
+                self.version += 1
             raise
         try:
             st = os.fstat(fd)
@@ -252,12 +264,14 @@ class TranscriptIndex:
             if continued and entry.reader is not None:
                 entry = self._read_on(entry, fd, st)
             elif full:
-                entry = self._read_on(_Entry(_Mark(st.st_dev, st.st_ino, 0, 0, 0, b""), None, TranscriptReader(path)), fd, st)
+                fresh = _Entry(_Mark(st.st_dev, st.st_ino, 0, 0, 0, b""), None, TranscriptReader(Path(path)))
+                entry = self._read_on(fresh, fd, st)
             elif continued:
                 entry = self._names_on(entry, fd, st)
             else:
                 entry = self._decide_name(fd, st)
             self._entries[path] = entry
+            self.version += 1
             return entry
         finally:
             os.close(fd)

@@ -3,8 +3,11 @@
 The folder of issue "[7] Subagent calls at any size of claude's project folder", generated here: 300
 transcripts of ~1 MB (250 foreign without a name, 50 named sess-0 ... sess-49) and one foreign transcript of
 ~50 MB that grows by a line between calls, as the agent's own session does when the workdir is its home.
-Each verb's first call after a daemon start is measured on a daemon of its own (the summaries start empty),
-then repeated calls, then calls with the 50 MB transcript growing before each one. claude is a shell script
+Each verb's first call after a daemon (re)start is measured on a daemon of its own, sharing one state directory
+as a restarted service does (the index the last daemon saved is checked and read on), then repeated calls,
+then calls with the 50 MB transcript growing before each one; the very first start on the folder, with
+nothing saved, is a row of its own. Besides os.listdir + stat of the folder, each verb is measured on a
+folder holding only the 50 named transcripts. claude is a shell script
 that prints the init and result lines at once, so start and continue time the daemon, not claude.
 Memory: the summaries of 1,000 transcripts (the same mix, smaller files), measured in-process with tracemalloc.
 """
@@ -75,10 +78,11 @@ def build_folder(project: Path, foreign: int, named: int, file_bytes: int, big_b
         path.write_bytes(bodies[is_named].replace(b"@@SID@@", sid.encode()).replace(b"@@NAME@@", f"sess-{i}".encode()))
         os.utime(path, (now - i, now - i))
     big = project / "ffffffff-0000-4000-8000-000000000000.jsonl"
-    chunk = transcript_body(8 * MiB, False).replace(b"@@SID@@", b"agent")
-    with open(big, "wb") as f:
-        for _ in range(max(1, big_bytes // len(chunk))):
-            f.write(chunk)
+    if big_bytes:
+        chunk = transcript_body(8 * MiB, False).replace(b"@@SID@@", b"agent")
+        with open(big, "wb") as f:
+            for _ in range(max(1, big_bytes // len(chunk))):
+                f.write(chunk)
     return big
 
 
@@ -116,29 +120,55 @@ def _calls(root: Path, prompt_file: Path):
     }
 
 
-def lookups(ctx):
-    root = ctx.workdir / "sessions"
+def _folder(root: Path, foreign: int, big_bytes: int) -> tuple[Path, Path, Path]:
+    """(home, workdir, the big transcript) of a generated folder with the 50 named sessions."""
     home, work = root / "home", root / "work"
     work.mkdir(parents=True)
     project = home / ".claude" / "projects" / project_slug(os.path.realpath(work))
+    return home, work, build_folder(project, foreign, 50, MiB, big_bytes)
+
+
+def lookups(ctx):
+    root = ctx.workdir / "sessions"
     started = time.perf_counter()
-    big = build_folder(project, 250, 50, MiB, 50 * MiB)
+    home, work, big = _folder(root / "crowded", 250, 50 * MiB)
+    lean_home, lean_work, _ = _folder(root / "lean", 0, 0)
     built_s = time.perf_counter() - started
     claude = root / "claude"
     claude.write_text(CLAUDE_STAND_IN)
     claude.chmod(0o755)
     prompt_file = root / "prompt.md"
     prompt_file.write_text("You are a benchmark subagent.\n")
-    argv = [str(VENV_BIN / "hive-subagent-daemon"), "--claude-bin", str(claude), "--workdir", str(work),
-            "--max-running", "64"]
-    env = {"HOME": str(home)}
+    state = root / "state"  # one state directory, as a daemon restarted by systemd keeps its own
+
+    def daemon(n: int, workdir: Path, home_dir: Path, state_dir: Path = state) -> Daemon:
+        argv = [str(VENV_BIN / "hive-subagent-daemon"), "--claude-bin", str(claude), "--workdir", str(workdir),
+                "--max-running", "64", "--state-dir", str(state_dir)]
+        return Daemon(argv, root / f"daemon-{n}", env={"HOME": str(home_dir)})
+
     n = ctx.reps(30, 8)
+    project = big.parent
     baseline = [listdir_and_stat(project) for _ in range(n)]
-    base_med, _ = percentiles(baseline)
+    base_med, base_p99 = percentiles(baseline)
+    calls = _calls(root, prompt_file)
     rows = []
-    for label, (tool, args) in _calls(root, prompt_file).items():
-        with Daemon([*argv, "--state-dir", str(root / f"state-{tool}-{len(rows)}")], root / f"d-{len(rows)}", env=env) as daemon:
-            conn = McpConnection(daemon.port)
+    # Same verbs, a folder holding only the 50 named transcripts: what the 251 foreign ones add shows as the ratio.
+    lean = {}
+    with daemon(0, lean_work, lean_home, root / "state-lean") as d:
+        conn = McpConnection(d.port)
+        for label, (tool, args) in calls.items():
+            lean[label] = percentiles([_call(conn, tool, args(i)) for i in range(n)])[0]
+        conn.close()
+    with daemon(1, work, home) as d:  # the first start ever on this folder: nothing saved yet
+        conn = McpConnection(d.port)
+        cold = _call(conn, "status", {})
+        conn.close()
+    rows.append(Row("sessions", "status(): first call on the first daemon start ever on this folder", "ms", cold * 1000, None, 1,
+                    "listdir+stat", base_med, target=f"< {TARGET_MS:.0f} ms", ok=cold * 1000 < TARGET_MS,
+                    note="nothing saved yet: the 50 named transcripts are read whole once (background warm-up races the call)"))
+    for k, (label, (tool, args)) in enumerate(calls.items()):
+        with daemon(2 + k, work, home) as d:  # a restart: the index saved by the last daemon is checked, read on
+            conn = McpConnection(d.port)
             first = _call(conn, tool, args(0))
             steady = [_call(conn, tool, args(i)) for i in range(1, n)]
             growing = []
@@ -148,14 +178,17 @@ def lookups(ctx):
             conn.close()
         med, p99 = percentiles([first, *steady])
         worst = max(first, *steady) * 1000
-        rows.append(Row("sessions", f"{label}: first call after start, then repeated", "ms", med, p99, n, "listdir+stat", base_med,
-                        target=f"< {TARGET_MS:.0f} ms each", ok=worst < TARGET_MS, note=f"first {first * 1000:.1f} ms, worst {worst:.1f} ms"))
+        rows.append(Row("sessions", f"{label}: first call after a restart, then repeated", "ms", med, p99, n,
+                        "50 named only", lean[label], target=f"< {TARGET_MS:.0f} ms each", ok=worst < TARGET_MS,
+                        note=f"first {first * 1000:.1f} ms, worst {worst:.1f} ms; {med / base_med:.1f}x listdir+stat"))
         g_med, g_p99 = percentiles(growing)
-        rows.append(Row("sessions", f"{label}: the 50 MB transcript grew before each", "ms", g_med, g_p99, n, "listdir+stat", base_med,
-                        target=f"< {GROWING_TARGET_MS:.0f} ms each", ok=max(growing) * 1000 < GROWING_TARGET_MS,
-                        note=f"worst {max(growing) * 1000:.1f} ms"))
-    rows.append(Row("sessions", "  baseline: os.listdir + stat of the folder", "ms", base_med, percentiles(baseline)[1], n,
-                    note=f"301 files, {sum(p.stat().st_size for p in project.iterdir()) / MiB:.0f} MiB, built in {built_s:.1f} s"))
+        rows.append(Row("sessions", f"{label}: the 50 MB transcript grew before each", "ms", g_med, g_p99, n,
+                        "50 named only", lean[label], target=f"< {GROWING_TARGET_MS:.0f} ms each",
+                        ok=max(growing) * 1000 < GROWING_TARGET_MS,
+                        note=f"worst {max(growing) * 1000:.1f} ms; {g_med / base_med:.1f}x listdir+stat"))
+    rows.append(Row("sessions", "  baseline: os.listdir + stat of the folder", "ms", base_med, base_p99, n,
+                    note=f"301 files, {sum(p.stat().st_size for p in project.iterdir()) / MiB:.0f} MiB, "
+                         f"both folders built in {built_s:.1f} s"))
     shutil.rmtree(root, ignore_errors=True)
     return rows
 
@@ -166,7 +199,7 @@ def summaries_memory(ctx):
     work = root / "work"
     work.mkdir(parents=True)
     store = SessionStore(work, {"HOME": str(root / "home")})
-    build_folder(store.project_dir, 833, 167, 128 * 1024, 1)
+    build_folder(store.project_dir, 833, 167, 128 * 1024, 0)
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
     started = time.perf_counter()

@@ -160,3 +160,51 @@ def test_the_name_is_decided_from_the_tail_or_else_the_head(store):
     # A title only in the middle, beyond both windows, is not seen (transcript_index.py says so).
     middle = write(store.project_dir / "m.jsonl", *filler, *turn(0, "middle"), *filler)
     assert store.title(middle) is None
+
+
+def test_the_index_survives_a_restart_and_is_checked_before_use(store, tmp_path, caplog):
+    from hivesubagent import index_file
+
+    kept = write(store.project_dir / "kept.jsonl", *turn(1), *turn(2))
+    grown = write(store.project_dir / "grown.jsonl", *turn(1, "grows"))
+    replaced = write(store.project_dir / "replaced.jsonl", *turn(1, "old"))
+    write(store.project_dir / "foreign.jsonl", *turn(1, None))
+    assert {t.name for t in store.list()} == {"job", "grows", "old"}
+    state = tmp_path / "state"
+    state.mkdir()
+    index_file.save(store.index, state / index_file.FILE_NAME)
+    assert (state / index_file.FILE_NAME).stat().st_mode & 0o777 == 0o600
+
+    # While the daemon is down: one transcript grows, one is replaced by another file of the same name.
+    write(grown, *turn(2, "grows"))
+    os.replace(write(replaced.with_name("x.tmp"), *turn(5, "new"), *turn(6, "new")), replaced)
+    restarted = SessionStore(store.workdir, store.env)
+    restarted.index.adopt(index_file.load(state / index_file.FILE_NAME))
+    assert restarted.index.entries() == 4
+    for path in (kept, grown, replaced):
+        assert summary_fields(restarted.read(path)) == summary_fields(read_transcript(path))
+    assert restarted.title(store.project_dir / "foreign.jsonl") is None
+
+    # A file that is not ours to trust is ignored: the index is rebuilt.
+    (state / index_file.FILE_NAME).write_text("{not json")
+    assert index_file.load(state / index_file.FILE_NAME) == {}
+    assert "rebuilding it" in caplog.text
+    (state / index_file.FILE_NAME).unlink()
+    (state / index_file.FILE_NAME).symlink_to(tmp_path / "elsewhere.json")
+    assert index_file.load(state / index_file.FILE_NAME) == {}
+
+
+def test_a_saved_entry_read_only_to_its_offset_is_read_on_from_there(store, tmp_path, monkeypatch):
+    from hivesubagent import index_file
+
+    path = write(store.project_dir / "s.jsonl", *[l for i in range(300) for l in turn(i)])
+    store.read(path)
+    index_file.save(store.index, tmp_path / "index.json")
+    write(path, *turn(300))
+    restarted = SessionStore(store.workdir, store.env)
+    restarted.index.adopt(index_file.load(tmp_path / "index.json"))
+    read = []
+    real_pread = os.pread
+    monkeypatch.setattr(transcript_index.os, "pread", lambda fd, n, off: read.append(n) or real_pread(fd, n, off))
+    assert restarted.read(path).turns == 301
+    assert sum(read) < 4000  # the appended turn and the fingerprints, not the 300 turns before

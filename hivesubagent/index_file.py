@@ -1,0 +1,139 @@
+"""The transcript index kept across daemon restarts, so the first call after a start reads only what claude
+appended while the daemon was down, not every named transcript again.
+
+`IndexKeeper` loads the index from the state directory when the daemon starts, brings it up to date in a
+background thread (the first start on a folder pays for reading its named transcripts there, not in a
+caller's request), saves it when it changed (at most every SAVE_SECONDS) and once more when the daemon stops.
+A saved entry is only a starting point: it is checked like any other (identity, offset, fingerprint) before
+it is used, so a stale or foreign file costs a fresh read, never a wrong answer. A file that cannot be read
+back (corrupt, another format, not ours) is ignored with a warning: the index is rebuilt.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import stat
+import threading
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hivesubagent.transcript import LastTurn, TranscriptReader
+from hivesubagent.transcript_index import TranscriptIndex, _Entry, _Mark
+
+if TYPE_CHECKING:
+    from hivesubagent.sessions import SessionStore
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+FILE_NAME = "transcript-index.json"
+SAVE_SECONDS = 10.0
+STOP_WAIT_SECONDS = 1.0
+_SUMMARY_FIELDS = ("session_id", "name", "archived", "turns", "model", "cost_usd", "first_at", "last_at")
+
+
+def _entry_data(entry: _Entry) -> dict[str, Any]:
+    mark = asdict(entry.mark)
+    mark["fingerprint"] = base64.b64encode(entry.mark.fingerprint).decode()
+    data: dict[str, Any] = {"mark": mark, "name": entry.name, "reader": None}
+    if entry.reader is not None:
+        r = entry.reader
+        data["reader"] = {"summary": {k: getattr(r.t, k) for k in _SUMMARY_FIELDS},
+                          "turn": None if r.turn is None else asdict(r.turn), "last_message_id": r.last_message_id}
+    return data
+
+
+def _entry_from(path: Path, data: dict[str, Any]) -> _Entry:
+    mark = dict(data["mark"])
+    mark["fingerprint"] = base64.b64decode(mark["fingerprint"])
+    entry = _Entry(_Mark(**mark), data["name"])
+    if data["reader"] is not None:
+        reader = TranscriptReader(path)
+        for key, value in data["reader"]["summary"].items():
+            if key in _SUMMARY_FIELDS:
+                setattr(reader.t, key, value)
+        turn = data["reader"]["turn"]
+        reader.turn = None if turn is None else LastTurn(**turn)
+        reader.last_message_id = data["reader"]["last_message_id"]
+        entry.reader = reader
+    return entry
+
+
+def save(index: TranscriptIndex, path: Path) -> None:
+    """Write the index whole to a new file beside `path`, then rename it over `path` (0600, no links)."""
+    data = {"format": FORMAT, "entries": index.export(_entry_data)}
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, separators=(",", ":"))
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def load(path: Path) -> dict[str, _Entry]:
+    """The entries saved at `path`; none when there is no such file or it cannot be trusted or read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        log.warning("transcript index %s not loaded (%s): rebuilding it", path, exc.strerror or exc)
+        return {}
+    try:
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+                raise ValueError("not a regular file of this user")
+            data = json.loads(f.read())
+        if data.get("format") != FORMAT:
+            raise ValueError(f"format {data.get('format')!r}, not {FORMAT}")
+        return {p: _entry_from(Path(p), e) for p, e in data["entries"].items()}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        log.warning("transcript index %s not loaded (%s): rebuilding it", path, exc)
+        return {}
+
+
+class IndexKeeper:
+    """Load at start, warm up and save in the background, save at stop (see the module docstring)."""
+
+    def __init__(self, store: SessionStore, state_dir: Path):
+        self.store = store
+        self.path = state_dir / FILE_NAME
+        self._stop = threading.Event()
+        self._saved = -1
+        self._thread = threading.Thread(target=self._run, name="subagent-transcript-index", daemon=True)
+
+    def start(self) -> None:
+        self.store.index.adopt(load(self.path))
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(STOP_WAIT_SECONDS)  # a warm-up still running is left; what it read so far is saved
+        self._save()
+
+    def _run(self) -> None:
+        try:
+            self.store.list()  # the warm-up: every name, and the summary of every named transcript
+        except Exception:  # the index is a cache: a failure here only means requests read for themselves
+            log.exception("transcript index warm-up failed")
+        while not self._stop.wait(SAVE_SECONDS):
+            self._save()
+
+    def _save(self) -> None:
+        version = self.store.index.version
+        if version == self._saved:
+            return
+        try:
+            save(self.store.index, self.path)
+            self._saved = version
+        except OSError as exc:
+            log.warning("transcript index not saved to %s: %s", self.path, exc.strerror or exc)
