@@ -87,6 +87,10 @@ def test_refusals_while_running_and_max_running(engine_factory, fake_claude_bin,
         engine.start("one", str(prompt_file))
     with pytest.raises(SubagentError, match="refused: 'one' is running"):
         engine.continue_("one", "more")
+    with pytest.raises(SubagentError, match=r"^result_offset: 'one' is running turn 1; its result can be read once it ends"):
+        engine.status("one", result_offset=0)
+    with pytest.raises(SubagentError, match=r"^result_offset: needs name"):
+        engine.status(None, result_offset=0)
     engine.start("two", str(prompt_file), trigger="FAKE:sleep=30")
     with pytest.raises(SubagentError, match="max_running=2"):
         engine.start("three", str(prompt_file))
