@@ -116,4 +116,4 @@ class TaskTable:
         position = None
         if task.state == T.PENDING:
             position = self.queue.index(entry) + 1 if entry in self.queue else 0
-        return TaskView(snap, duration, position)
+        return TaskView(snap, duration, position, leftovers=[p.pid for p in entry.leftovers])

@@ -184,14 +184,6 @@ class Lifecycle:
         self.persist(task, record)
         self.after_end(task, entry)
 
-    def on_leftovers(self, task: Task, procs: list[ProcInfo]) -> None:
-        """Processes of a naturally ended task still alive after its shell exited (reported by status)."""
-        with self.tasks_changed:
-            entry = self.table.current_locked(task)
-            if entry is not None:
-                entry.leftovers = procs
-        self.wake.ring()  # they are known now: reap them when they die
-
     # ----- the end ---------------------------------------------------------------------------------------
 
     def after_end(self, task: Task, entry: TaskEntry | None) -> None:

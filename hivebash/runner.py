@@ -60,7 +60,6 @@ class RunnerHooks(Protocol):
 
     def on_ended(self, task: Task, status: int, rusage: Rusage, duration: float, leftovers: list[ProcInfo]) -> None: ...
 
-    def on_leftovers(self, task: Task, procs: list[ProcInfo]) -> None: ...
 
 
 class Launcher:
@@ -226,16 +225,21 @@ class TaskRunner:
         self.reaper.drop_leader(pid)
         peak = usage.ru_maxrss * 1024
         rusage = Rusage(usage.ru_utime, usage.ru_stime, peak, max_rss_exact=peak > self.daemon_peak_rss)
+        if not stopping:
+            leftovers = self._survivors(exited_at)
         self.hooks.on_ended(task, status, rusage, exited_at - (task.started_mono or exited_at), leftovers)
-        if not stopping and not getattr(self.hooks, "closing", False) and not (self.subreaper and orphan_children(exited_at) == []):
-            # A natural exit: background processes may live on, and are only reported (kill stops them), so
-            # the search runs after the result is out, on a process table possibly shared with other tasks.
-            # As a subreaper with no orphan at all, there is nothing to search: anything of the task that
-            # outlived its shell would have been re-parented to us.
-            found = self._find(group=False, fresh_after=exited_at)
-            if found:
-                self.reaper.remember(found)
-                self.hooks.on_leftovers(task, found)
+
+    def _survivors(self, exited_at: float) -> list[ProcInfo]:
+        """After a natural exit: the task's processes that outlived its shell (background `&` jobs, setsid
+        daemons). Searched before the end is recorded, so the answer and the todo that report the end name
+        them; they are only reported (kill stops them). As a subreaper with no orphan at all there is nothing
+        to search: anything of the task that outlived its shell would have been re-parented to us."""
+        if getattr(self.hooks, "closing", False) or (self.subreaper and orphan_children(exited_at) == []):
+            return []
+        found = self._find(group=False, fresh_after=exited_at)
+        if found:
+            self.reaper.remember(found)
+        return found
 
     def _wait_leader(self, pidfd: int) -> float:
         """Wait for the leader's exit, handling the deadline and kill requests; return the monotonic exit time."""

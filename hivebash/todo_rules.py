@@ -26,6 +26,13 @@ from .views import shorten
 log = logging.getLogger(__name__)
 
 
+def _leftovers_line(entry: TaskEntry) -> str:
+    if not entry.leftovers:
+        return ""
+    pids = " ".join(str(p.pid) for p in entry.leftovers)
+    return f"still alive: {len(entry.leftovers)} process(es) of this task (pids {pids}); kill(id=\"{entry.id}\") stops them\n"
+
+
 class TodoRules:
     """Decides each task's todos (methods ending in `_locked`: under the engine's lock) and delivers them."""
 
@@ -61,9 +68,12 @@ class TodoRules:
             facts.append(f"signal={r.signal}")
         if r and r.duration is not None:
             facts.append(f"duration={r.duration:.2f}s")
+        if entry.leftovers:
+            facts.append(f"leftover_processes={len(entry.leftovers)}")
         out, err = self.store.path(task.id, "out"), self.store.path(task.id, "err")
         body = (f"bash task {task.id} finished: {' '.join(facts)}\n"
                 f"command: {shorten(task.cmd, 200)}\n" + (f"note: {r.note}\n" if r and r.note else "") +
+                _leftovers_line(entry) +
                 f"stdout: Read({out})\nstderr: Read({err})\n"
                 f"status(id=\"{task.id}\") shows the tails and clears this todo.")
         entry.todo_open = True

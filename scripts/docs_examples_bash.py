@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 import re
 import sys
-import time
 from pathlib import Path
 
 from bench_support import Daemon
-from docs_examples import Normalizer, RecordingSocket, fenced, scratch
+from docs_examples import Normalizer, RecordingSocket, fenced, scratch, shown_call, wait_until
 
 from common.mcp_client import call_tool
 
@@ -21,7 +20,8 @@ FIXED_RSS = "75.0MiB"  # the daemon's own high-water mark, which every task inhe
 
 
 def _whole_seconds(m: re.Match) -> str:
-    return f"{m[1]}{round(float(m[2])):.2f}{m[3]}"
+    """Down to whole seconds: the examples' tasks sleep whole seconds, and load only ever adds time."""
+    return f"{m[1]}{int(float(m[2])):.2f}{m[3]}"
 
 
 def _age_column(m: re.Match) -> str:
@@ -40,7 +40,7 @@ NORMALIZE_PATTERNS = [
     (r"(?m)^(\S+ +(?:pending|running|done|timed_out|killed|interrupted) +)(\d+[smhd])(?=  )", _age_column),
     (r'"(submitted_at|started_at|ended_at)":( ?)[\d.]+', r'"\1":\g<2>1764576000.25'),
     (r'"pid":( ?)\d+', r'"pid":\g<1>48207'),
-    (r'"(duration|waited)":( ?)([\d.]+)', lambda m: f'"{m[1]}":{m[2]}{round(float(m[3])):.1f}'),
+    (r'"(duration|waited)":( ?)([\d.]+)', lambda m: f'"{m[1]}":{m[2]}{int(float(m[3])):.1f}'),
     (r'"(cpu_seconds|cpu_user|cpu_system)":( ?)[\d.]+', r'"\1":\g<2>0.002'),
     (r'"max_rss_bytes":( ?)\d+', r'"max_rss_bytes":\g<1>78643200'),
     (r'"leftover_pids":( ?)\[[\d, ]+\]', r'"leftover_pids":\g<1>[48213]'),
@@ -51,21 +51,26 @@ GENERATED_ID = "3fa9c1d2"
 
 
 def call(url: str, tool: str, ids: dict[str, str] | None = None, **arguments) -> str:
-    """The call as the model makes it, then the answer's text; a generated task id goes into `ids`."""
-    shown = ", ".join(f"{k}={json.dumps(v)}" for k, v in arguments.items())
-    result = call_tool(url, tool, arguments)
+    """The call and its answer; a generated task id goes into `ids` (to be set to one fixed id)."""
+    text, result = shown_call(url, tool, arguments)
     if ids is not None:
         ids[result.data["id"]] = GENERATED_ID
-    return f"`{tool}({shown})` answers{' (an error)' if result.is_error else ''}:\n\n" + fenced(result.text)
+    return text
 
 
-def wait_until(predicate, seconds: float = 20.0):
-    deadline = time.monotonic() + seconds
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise SystemExit("docs-examples: the bash daemon did not reach the state an example needs")
-        time.sleep(0.05)
-    return value
+BROKEN_UPSERT = '{"op":"todo.upsert","key":"","source":"bash","summary":"s","body":""}'
+
+
+def exchange_with_reference_sink(requests: list[str]) -> str:
+    """Each request line (`>`) and what the reference sink (hive-todos serve) answers it (`<`)."""
+    from common.todos.sink import TodoBoard
+
+    board = TodoBoard(as_json=True)
+    board.quiet = True  # the board prints each change; only its replies matter here
+    shown = []
+    for line in requests:
+        shown += [f"> {line}", f"< {json.dumps(board.handle(line.encode()), ensure_ascii=False)}"]
+    return "\n".join(shown)
 
 
 def examples() -> dict[str, str]:
@@ -93,22 +98,23 @@ def _drive(url: str, sock: RecordingSocket, ids: dict[str, str]) -> dict[str, st
     def tests_ended():
         return sock.sent(lambda m: m.get("key") == "tests" and m.get("data", {}).get("status") == "done")
 
-    wait_until(tests_ended)
+    wait_until(tests_ended, "task tests's completion todo")
     lines = sock.sent(lambda m: m.get("key") == "tests")
     out["bash-todo-lines"] = fenced("\n".join(lines))
     out["bash-todo-done-data"] = fenced(json.dumps(json.loads(lines[-1])["data"], indent=2), "json")
     out["bash-todo-running-data"] = fenced(json.dumps(json.loads(lines[0])["data"], indent=2), "json")
     out["bash-status-done"] = call(url, "status", id="tests")
-    out["bash-todo-clear-line"] = fenced(wait_until(lambda: sock.sent(lambda m: m.get("op") == "todo.clear"))[-1])
+    clear = wait_until(lambda: sock.sent(lambda m: m.get("op") == "todo.clear"), "the clear of tests's todo")[-1]
+    out["bash-todo-clear-line"] = fenced(clear)
+    out["protocol-upsert"] = fenced(lines[-1], "json")
+    out["protocol-exchange"] = fenced(exchange_with_reference_sink([*lines, clear, BROKEN_UPSERT]))
 
-    call_tool(url, "run", {"cmd": "setsid sleep 30 & echo started", "name": "server"})
-    wait_until(lambda: call_tool(url, "status", {"id": "server"}).data.get("leftover_pids"))
-    out["bash-status-leftovers"] = call(url, "status", id="server")
+    out["bash-run-leftovers"] = call(url, "run", cmd="setsid sleep 30 & echo started", name="server")
     out["bash-kill-leftovers"] = call(url, "kill", id="server")
 
     call_tool(url, "run", {"cmd": "sleep 300", "name": "long", "wait_seconds": 0})
-    wait_until(lambda: call_tool(url, "status", {"id": "long"}).data["status"] == "running")
+    wait_until(lambda: call_tool(url, "status", {"id": "long"}).data["status"] == "running", "task long to run")
     out["bash-kill"] = call(url, "kill", id="long")
-    wait_until(lambda: call_tool(url, "status", {"id": "long"}).data["status"] == "killed")
+    wait_until(lambda: call_tool(url, "status", {"id": "long"}).data["status"] == "killed", "task long to end")
     out["bash-list"] = call(url, "list")
     return out

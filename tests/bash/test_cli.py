@@ -97,8 +97,7 @@ def test_leftover_of_a_finished_task_is_reaped_when_it_dies(bash_daemon):
 
     d = bash_daemon()
     code, out = hb(d, "run", "--wait", "20", "--json", "--name", "bg", "setsid sleep 1 & echo started")
-    assert json.loads(out)["status"] == "done"
-    assert wait_until(lambda: len(json.loads(hb(d, "status", "--json", "bg")[1])["leftover_pids"]) == 1)
+    assert json.loads(out)["status"] == "done" and len(json.loads(out)["leftover_pids"]) == 1  # named in the answer
     data = json.loads(hb(d, "status", "--json", "bg")[1])
     pid = data["leftover_pids"][0]
     assert psutil.Process(pid).ppid() == d.proc.pid  # re-parented to the daemon, a subreaper
