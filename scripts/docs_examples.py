@@ -24,6 +24,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,11 +95,31 @@ def fenced(text: str, lang: str = "") -> str:
     return f"{FENCE}{lang}\n{text.rstrip(chr(10))}\n{FENCE}\n"
 
 
+def shown_call(url: str, tool: str, arguments: dict):
+    """(the call as the model makes it and the answer's text, as Markdown; the result)."""
+    from common.mcp_client import call_tool
+
+    shown = ", ".join(f"{k}={json.dumps(v)}" for k, v in arguments.items())
+    result = call_tool(url, tool, arguments)
+    return f"`{tool}({shown})` answers{' (an error)' if result.is_error else ''}:\n\n" + fenced(result.text), result
+
+
+def wait_until(predicate: Callable, what: str, seconds: float = 30.0):
+    """Poll `predicate` (another process's state) until it is truthy; give up with `what` after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"docs-examples: gave up waiting for {what}")
+        time.sleep(0.05)
+    return value
+
+
 def generate() -> dict[str, str]:
     import docs_examples_bash
+    import docs_examples_subagent
 
     examples: dict[str, str] = {}
-    for producer in (docs_examples_bash,):
+    for producer in (docs_examples_bash, docs_examples_subagent):
         examples.update(producer.examples())
     return examples
 
