@@ -17,11 +17,11 @@ import logging
 import threading
 from typing import Callable
 
+from common.humanize import one_line
 from common.todos import Todos
 
 from .entry import TaskEntry
 from .store import TaskStore
-from .views import shorten
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +50,11 @@ class TodoRules:
             return
         what = "queued" if queued else "running"
         out, err = self.store.path(task.id, "out"), self.store.path(task.id, "err")
-        body = (f"bash task {task.id} is {what}: {shorten(task.cmd, 200)}\n"
+        body = (f"bash task {task.id} is {what}: {one_line(task.cmd, 200)}\n"
                 f"Output so far: Read({out}) and Read({err}). Check it with status(id=\"{task.id}\"); "
                 "its completion will replace this todo.")
         entry.todo_open = True
-        self._queue("upsert", task.id, f"bash {task.id} {what}: {shorten(task.cmd, 60)}", body,
+        self._queue("upsert", task.id, f"bash {task.id} {what}: {one_line(task.cmd, 60)}", body,
                     {"id": task.id, "status": task.state})
 
     def completion_locked(self, entry: TaskEntry) -> None:
@@ -72,12 +72,12 @@ class TodoRules:
             facts.append(f"leftover_processes={len(entry.leftovers)}")
         out, err = self.store.path(task.id, "out"), self.store.path(task.id, "err")
         body = (f"bash task {task.id} finished: {' '.join(facts)}\n"
-                f"command: {shorten(task.cmd, 200)}\n" + (f"note: {r.note}\n" if r and r.note else "") +
+                f"command: {one_line(task.cmd, 200)}\n" + (f"note: {r.note}\n" if r and r.note else "") +
                 _leftovers_line(entry) +
                 f"stdout: Read({out})\nstderr: Read({err})\n"
                 f"status(id=\"{task.id}\") shows the tails and clears this todo.")
         entry.todo_open = True
-        self._queue("upsert", task.id, f"bash {task.id} {' '.join(facts)}: {shorten(task.cmd, 60)}", body,
+        self._queue("upsert", task.id, f"bash {task.id} {' '.join(facts)}: {one_line(task.cmd, 60)}", body,
                     self._data_of(entry))
 
     def hand_over_locked(self, entry: TaskEntry, client_gone: Callable[[], bool]) -> None:

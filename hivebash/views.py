@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.humanize import human_age, human_bytes, one_line
 from common.tools import ToolResult
 from common.waiting import WaitWindow
 
@@ -18,11 +19,6 @@ from . import task as T
 from .store import Tail, TaskStore
 from .task import Task
 
-
-def shorten(text: str, limit: int = 80) -> str:
-    """One line of at most `limit` characters, for summaries and tables."""
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 @dataclass
@@ -105,21 +101,6 @@ class KillOutcome:
 # ----- formatting ----------------------------------------------------------------------------------------------
 
 
-def human_bytes(n: int) -> str:
-    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if n >= size:
-            return f"{n / size:.1f}{unit}"
-    return f"{n}B"
-
-
-def human_age(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.0f}{unit}"
-    return f"{seconds:.0f}s"
-
-
 def facts_line(view: TaskView) -> str:
     """The stable first line: id, status, exit code / signal, duration, resources."""
     t, r = view.task, view.task.result
@@ -154,7 +135,7 @@ def _tail_block(label: str, tail: Tail | None) -> str:
 
 def status_text(view: TaskView, extra_facts: str = "") -> str:
     t, r = view.task, view.task.result
-    lines = [facts_line(view) + extra_facts, f"cmd: {shorten(t.cmd, 400)}", f"cwd: {t.cwd}"]
+    lines = [facts_line(view) + extra_facts, f"cmd: {one_line(t.cmd, 400)}", f"cwd: {t.cwd}"]
     if t.timeout_secs:
         lines.append(f"timeout: {t.timeout_secs:g}s")
     if r and r.note:
@@ -213,7 +194,7 @@ def list_result(views: list[TaskView], total: int, state: str | None) -> ToolRes
         r = v.task.result
         rows.append({"id": v.task.id, "status": v.task.state, "age_seconds": round(now - v.task.submitted_at, 1),
                      "exit_code": r.exit_code if r else None, "signal": r.signal if r else None,
-                     "duration": None if v.duration is None else round(v.duration, 3), "cmd": shorten(v.task.cmd, 200)})
+                     "duration": None if v.duration is None else round(v.duration, 3), "cmd": one_line(v.task.cmd, 200)})
     head = f"tasks={total} shown={len(rows)}" + (f" state={state}" if state else "")
     if not rows:
         return ToolResult(head + "\n(no tasks)\n", {"total": total, "tasks": rows})
@@ -222,5 +203,5 @@ def list_result(views: list[TaskView], total: int, state: str | None) -> ToolRes
     for r in rows:
         code = "-" if r["exit_code"] is None else str(r["exit_code"])
         lines.append(f"{r['id']:<{width}}  {r['status']:<11}  {human_age(r['age_seconds']):>5}  {code:>4}  "
-                     f"{shorten(r['cmd'], 60)}")
+                     f"{one_line(r['cmd'], 60)}")
     return ToolResult("\n".join(lines) + "\n", {"total": total, "tasks": rows})
