@@ -264,6 +264,16 @@ in
       "L+ ${cfg.claudeConfigDir}/skills/claude-subagents - - - - ${skillSource}"
     ];
 
+    # The operator CLIs (hive-bash, hive-subagent, hive-todos) on PATH, finding the daemons as the services
+    # are configured: the ports, and the state directory where hive-subagent-daemon records its working
+    # directory (so `hive-subagent log NAME` reads the right project folder from any directory).
+    environment.systemPackages = [ cfg.package ];
+    environment.variables = {
+      HIVE_BASH_PORT = toString cfg.bashHttpPort;
+      HIVE_SUBAGENT_PORT = toString cfg.subagentHttpPort;
+      HIVE_SUBAGENT_STATE_DIR = "/var/lib/${cfg.subagentStateDirectory}";
+    };
+
     systemd.services = {
       # hive-bash: serves run, status, kill, list (mcp__bash__*) on bashHttpPort.
       ${bash.unit} = mkService bash ({

@@ -21,6 +21,8 @@ in
   servers = config.hyperhive.extraMcpServers;
   services = config.systemd.services;
   tmpfiles = config.systemd.tmpfiles.rules;
+  operatorVariables = config.environment.variables;
+  operatorPackages = builtins.length config.environment.systemPackages;
   failedAssertions = map (a: a.message) (builtins.filter (a: !a.assertion) config.assertions);
   # The module's own definitions of the server list, as the module system sees them before merging:
   # each entry still wrapped in its mkDefault (priority 1000).

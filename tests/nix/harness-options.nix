@@ -37,6 +37,18 @@ in
       description = "systemd-tmpfiles lines.";
     };
 
+    environment.systemPackages = mkOption {
+      type = types.listOf types.anything;
+      default = [ ];
+      description = "Packages on every user's PATH.";
+    };
+
+    environment.variables = mkOption {
+      type = types.attrsOf types.str;
+      default = { };
+      description = "Variables of every login shell.";
+    };
+
     assertions = mkOption {
       type = types.listOf types.attrs;
       default = [ ];

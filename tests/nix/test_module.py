@@ -34,6 +34,13 @@ def test_entry_urls_follow_the_port_options(evaluate_module):
     assert result["services"]["hive-subagent"]["environment"]["HIVE_SUBAGENT_PORT"] == "8812"
 
 
+def test_the_operator_clis_are_on_path_and_find_the_daemons(evaluate_module):
+    result = evaluate_module("{ hyperhive.mcp.bashHttpPort = 8811; hyperhive.mcp.subagentStateDirectory = \"sub\"; }")
+    assert result["operatorPackages"] == 1
+    assert result["operatorVariables"] == {"HIVE_BASH_PORT": "8811", "HIVE_SUBAGENT_PORT": "7712",
+                                           "HIVE_SUBAGENT_STATE_DIR": "/var/lib/sub"}
+
+
 def test_an_agent_nix_overrides_an_entry_with_one_plain_definition(evaluate_module):
     mine = '{ type = "http"; url = "http://127.0.0.1:9000/mcp"; allowedTools = [ "run" "status" ]; }'
     result = evaluate_module(f"{{ hyperhive.extraMcpServers.bash = {mine}; }}")
