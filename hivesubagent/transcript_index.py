@@ -14,31 +14,25 @@ Two depths of reading:
   foreign transcript is never read whole. (A title written only in the middle of a file, beyond both windows,
   is not seen: the name of a session renamed mid-way by hand, whose later turns all ran long.)
 - the summary (named files only): a TranscriptReader fed every complete line once, in order, skipping the
-  parse of lines that cannot change the summary (fold_lines).
+  parse of lines that cannot change the summary (transcript_fold.py).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from hivesubagent.transcript import INTERRUPT_MARK, Transcript, TranscriptReader, is_prompt, timestamp_of
+from hivesubagent.transcript import Transcript, TranscriptReader
+from hivesubagent.transcript_fold import TITLE, fold, is_title, parse
 
 HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 64 * 1024
 FINGERPRINT_BYTES = 64
 READ_BLOCK = 4 * 1024 * 1024  # appended bytes are read in blocks this size (a line longer than it is read whole)
 
-_TITLE = b'"custom-title"'
-_COST = b'"cost-state"'
-_TOOL_RESULT = b'"toolUseResult"'
-_INTERRUPTED = INTERRUPT_MARK.encode()
-_ASSISTANT = re.compile(rb'"type": ?"assistant"')
 
 
 @dataclass
@@ -75,116 +69,19 @@ def _mark(fd: int, st: os.stat_result, offset: int) -> _Mark:
     return _Mark(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, offset, os.pread(fd, offset - start, start))
 
 
-def _parse(raw: bytes) -> dict | None:
-    try:
-        entry = json.loads(raw)
-    except ValueError:
-        return None  # a foreign or broken line
-    return entry if isinstance(entry, dict) else None
-
-
 def last_title(data: bytes) -> str | None:
     """The last custom-title among the lines of `data` (only lines holding the marker are parsed)."""
     end = len(data)
     while True:
-        hit = data.rfind(_TITLE, 0, end)
+        hit = data.rfind(TITLE, 0, end)
         if hit < 0:
             return None
         start = data.rfind(b"\n", 0, hit) + 1
         stop = data.find(b"\n", hit)
-        entry = _parse(data[start : stop if stop >= 0 else len(data)])
-        if entry and _is_title(entry):
+        entry = parse(data[start : stop if stop >= 0 else len(data)])
+        if entry and is_title(entry):
             return entry["customTitle"]
         end = start
-
-
-def _names_model(entry: dict) -> bool:
-    """An assistant entry that sets the transcript's model (TranscriptReader._assistant's rule)."""
-    model = (entry.get("message") or {}).get("model")
-    return entry.get("type") == "assistant" and not entry.get("isApiErrorMessage") and bool(model) and model != "<synthetic>"
-
-
-def fold_lines(reader: TranscriptReader, lines: list[bytes]) -> None:
-    """Feed complete lines to `reader` as if every one were parsed and fed, parsing only those that can matter.
-
-    Most lines change nothing but the timestamps, which are taken from the first and last stamped lines
-    instead: a tool result (a user entry with `toolUseResult`, no interruption marker); an assistant entry
-    before the last prompt of the lines (it belongs to a finished turn), except the last one that names the
-    model; every title but the last (the last one wins); every cost-state but the last before the last prompt
-    (the turn's cost starts there) and the last of all. Which kind a line is, is read from its bytes: a JSON
-    key or token is the only place where `"toolUseResult"`, `"custom-title"`, `"cost-state"` or
-    `"type":"assistant"` can stand with unescaped quotes."""
-    entries: dict[int, dict] = {}
-    assistants: list[int] = []
-    titles: list[int] = []
-    costs: list[int] = []
-    for i, raw in enumerate(lines):
-        if not raw or (_TOOL_RESULT in raw and _INTERRUPTED not in raw):
-            continue
-        if _TITLE in raw:
-            titles.append(i)
-        elif _COST in raw:
-            costs.append(i)
-        elif _ASSISTANT.search(raw):
-            assistants.append(i)
-        elif (entry := _parse(raw)) is not None:
-            entries[i] = entry
-    prompts = [i for i in sorted(entries) if is_prompt(entries[i])]
-    last_prompt = prompts[-1] if prompts else -1
-    for i in assistants:
-        if i > last_prompt and (entry := _parse(lines[i])) is not None:
-            entries[i] = entry
-    turn_from = -1 if reader.turn is not None else (prompts[0] if prompts else len(lines))
-    _take_last(lines, entries, [i for i in assistants if turn_from < i < last_prompt], _names_model)
-    _take_last(lines, entries, titles, _is_title)
-    _take_last(lines, entries, [i for i in costs if i < last_prompt], _is_cost)
-    _take_last(lines, entries, [i for i in costs if i > last_prompt], _is_cost)
-    if reader.t.first_at is None:
-        reader.t.first_at = _first_stamp(lines, entries, range(len(lines)))
-    for i in sorted(entries):
-        reader.feed(entries[i])
-    _take_last_stamp(reader, lines, entries, last_prompt)
-
-
-def _take_last(lines: list[bytes], entries: dict[int, dict], candidates: list[int], wanted) -> None:
-    """Parse candidates from the last one back, keeping the first that is `wanted`."""
-    for i in reversed(candidates):
-        if (entry := _parse(lines[i])) is not None and wanted(entry):
-            entries[i] = entry
-            return
-
-
-def _is_title(entry: dict) -> bool:
-    return entry.get("type") == "custom-title" and isinstance(entry.get("customTitle"), str)
-
-
-def _is_cost(entry: dict) -> bool:
-    return entry.get("type") == "cost-state" and isinstance(entry.get("totalCostUSD"), (int, float))
-
-
-def _stamp_at(lines: list[bytes], entries: dict[int, dict], i: int) -> float | None:
-    entry = entries.get(i) or (_parse(lines[i]) if lines[i] else None)
-    return timestamp_of(entry.get("timestamp")) if entry else None
-
-
-def _first_stamp(lines: list[bytes], entries: dict[int, dict], order) -> float | None:
-    for i in order:
-        if (stamp := _stamp_at(lines, entries, i)) is not None:
-            return stamp
-    return None
-
-
-def _take_last_stamp(reader: TranscriptReader, lines: list[bytes], entries: dict[int, dict], last_prompt: int) -> None:
-    """The last stamped line, if it was one of those not fed: it ends the transcript and its current turn."""
-    for i in range(len(lines) - 1, -1, -1):
-        stamp = _stamp_at(lines, entries, i)
-        if stamp is None:
-            continue
-        if i not in entries:
-            reader.t.last_at = stamp
-            if reader.turn is not None and i > last_prompt:
-                reader.turn.ended_at = stamp
-        return
 
 
 def _complete_blocks(fd: int, offset: int, size: int):
@@ -280,7 +177,7 @@ class TranscriptIndex:
     def _read_on(entry: _Entry, fd: int, st: os.stat_result) -> _Entry:
         offset = entry.mark.offset
         for data, offset in _complete_blocks(fd, offset, st.st_size):
-            fold_lines(entry.reader, data.split(b"\n"))
+            fold(entry.reader, data)
         entry.name = entry.reader.t.name
         entry.mark = _mark(fd, st, offset)
         return entry

@@ -45,6 +45,16 @@ SHAPES = {
     "cost": lambda i: {"type": "cost-state", "totalCostUSD": i / 100},
     "attachment": lambda i: {"type": "attachment", "attachment": {"type": "date"}, "timestamp": stamp(i)},
     "torn": lambda i: '{"type": "user", "message": ',  # a broken line in the middle (claude crashed mid-write)
+    # Compact JSON, as claude itself writes it.
+    "compact-prompt": lambda i: json.dumps({"type": "user", "message": {"role": "user", "content": f"c{i}"},
+                                            "timestamp": stamp(i)}, separators=(",", ":")),
+    # claude's bookkeeping, with user and assistant messages nested inside (a Task tool's progress, an API
+    # request record): matched by their bytes, they must still count for nothing.
+    "progress": lambda i: {"type": "progress", "timestamp": stamp(i), "data": {"message": {
+        "type": "assistant", "message": {"id": f"sub{i}", "model": "claude-sub", "content": [{"type": "text", "text": "sub"}],
+                                         "stop_reason": "end_turn"}}}},
+    "nested-user": lambda i: {"type": "progress", "data": {"message": {"type": "user", "message": {"role": "user", "content": "sub"}}}},
+    "request-blob": lambda i: {"type": "api-request-blob", "message": {"role": "user", "content": [{"type": "text", "text": "x"}]}},
 }
 
 
