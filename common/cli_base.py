@@ -136,7 +136,7 @@ def client_options(prefix: str, port: int) -> Callable:
 
     def decorate(fn: Callable) -> Callable:
         fn = click.option("--timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
-                          help="Seconds to wait for the daemon's answer (beyond any --wait).")(fn)
+                          help="Seconds to wait for the daemon's answer, on top of any wait the command asks for.")(fn)
         fn = click.option("--token-file", envvar=f"{prefix}_TOKEN_FILE", show_envvar=True, type=click.Path(path_type=Path),
                           help="File (0600) holding the daemon's bearer token, if it requires one.")(fn)
         return click.option("--url", envvar=f"{prefix}_URL", show_envvar=True, default=lambda: default_url(prefix, port),

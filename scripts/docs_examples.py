@@ -116,10 +116,11 @@ def wait_until(predicate: Callable, what: str, seconds: float = 30.0):
 
 def generate() -> dict[str, str]:
     import docs_examples_bash
+    import docs_examples_cli
     import docs_examples_subagent
 
     examples: dict[str, str] = {}
-    for producer in (docs_examples_bash, docs_examples_subagent):
+    for producer in (docs_examples_bash, docs_examples_subagent, docs_examples_cli):
         examples.update(producer.examples())
     return examples
 
