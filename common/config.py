@@ -169,7 +169,8 @@ _CLICK_TYPES: dict[Any, Any] = {
 }
 
 
-def _click_type(f: dataclasses.Field) -> Any:
+def click_type(f: dataclasses.Field) -> Any:
+    """The click type of a knob, from its declared type."""
     declared = f.type
     if isinstance(declared, UnionType):  # `X | None`: an optional knob of type X
         declared = next(t for t in get_args(declared) if t is not NoneType)
@@ -197,7 +198,7 @@ def click_options(settings_cls: type, prefix: str) -> Callable:
             command = click.option(
                 flag,
                 f.name,
-                type=_click_type(f),
+                type=click_type(f),
                 default=default,
                 show_default=default not in (None, ()),
                 envvar=env_name(f, prefix),

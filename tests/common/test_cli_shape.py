@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from common.cli_base import default_url
-from common.config import _click_type, knob
+from common.config import click_type, knob
 from common.todos.cli import main as todos_main
 from hivebash.cli import daemon_main as bash_daemon_main
 from hivebash.cli import main as bash_main
@@ -68,10 +68,10 @@ def test_a_knob_takes_its_type_from_its_declaration():
         where: Path = knob(Path("."), "path", "x")
 
     fields = {f.name: f for f in dataclasses.fields(Knobs)}
-    assert _click_type(fields["wait"]) is float and _click_type(fields["names"]) is str
-    assert isinstance(_click_type(fields["where"]), click.Path)
+    assert click_type(fields["wait"]) is float and click_type(fields["names"]) is str
+    assert isinstance(click_type(fields["where"]), click.Path)
     with pytest.raises(TypeError, match="knob level: no command-line type"):
-        _click_type(fields["level"])
+        click_type(fields["level"])
 
 
 def test_the_client_reads_the_token_file_with_the_daemons_0600_check(tmp_path):
