@@ -28,15 +28,18 @@ class ToolCallResult:
     is_error: bool = False
 
 
-def call_tool(url: str, name: str, arguments: dict[str, Any], *, token: str | None = None, timeout: float = 60.0) -> ToolCallResult:
-    """Call one tool, asking for structured data; raise McpClientError when there is no tool result."""
+def call_tool(url: str, name: str, arguments: dict[str, Any], *, token: str | None = None, timeout: float = 60.0,
+              operator: bool = True) -> ToolCallResult:
+    """Call one tool, asking for structured data; raise McpClientError when there is no tool result.
+    `operator=False` calls as the agent would (the docs' examples show what the model reads)."""
     meta = {
         "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
         "io.modelcontextprotocol/clientCapabilities": {},
         "io.modelcontextprotocol/clientInfo": {"name": "hive-cli", "version": "1"},
         STRUCTURED_META_KEY: True,
-        OPERATOR_META_KEY: True,  # the operator's look must not clear the agent's todos (common.mcp_methods)
     }
+    if operator:
+        meta[OPERATOR_META_KEY] = True  # the operator's look must not clear the agent's todos (common.mcp_methods)
     body = {"jsonrpc": "2.0", "id": next(_ids), "method": "tools/call", "params": {"name": name, "arguments": arguments, "_meta": meta}}
     headers = {
         "Content-Type": "application/json",

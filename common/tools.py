@@ -112,6 +112,8 @@ _RULE_TEXT = {
     "minLength": "must be at least {} characters",
     "maxLength": "must be at most {} characters",
     "pattern": "must match {}",
+    "minItems": "must have at least {} item(s)",
+    "maxItems": "must have at most {} items",
 }
 
 
@@ -123,6 +125,8 @@ def _rule(error: jsonschema.ValidationError) -> str:
         return "is required"
     if v == "type":
         return f"must be of type {rule if isinstance(rule, str) else ' or '.join(rule)}"
+    if v == "uniqueItems":
+        return "must not name the same item twice"
     if v == "enum":
         return "must be one of " + ", ".join(repr(x) for x in rule)
     if v == "additionalProperties":

@@ -26,7 +26,8 @@ from common.todos import NoTodos, Todos
 from common.tools import never_gone
 from common.waiting import WAIT_CAP_SECONDS, Doorbell, WaitSlots, WaitWindow, cap_wait, wait_for
 
-from . import recovery, retention
+from . import inline_wait, recovery, retention
+from . import output_views as ov
 from . import task as T
 from .arguments import MAX_CMD_BYTES, EngineError, UnknownTask, check_list, check_name_argument, check_run, check_wait_seconds
 from .entry import TaskEntry, TaskTable
@@ -38,10 +39,36 @@ from .runner import Launcher
 from .store import RecordWriter, TaskStore, record_of
 from .task import Task
 from .todo_rules import TodoRules
-from .views import KillOutcome, Outcome, TaskView, read_tails
+from .views import KillOutcome, ManyOutcome, Outcome, TaskView, read_output
 from .workers import WorkerPool
 
 log = logging.getLogger(__name__)
+
+SPAWN_GRACE = 0.05  # seconds run(wait_seconds=0) waits at most for the spawn of a task given a slot
+MAX_IDS = 20
+
+
+def _check_wait_for(wait_for: object) -> None:
+    if wait_for is not None:
+        try:
+            ov.compile_pattern(wait_for)
+        except ov.ViewError as exc:
+            raise EngineError(str(exc).replace("grep:", "wait_for:", 1)) from None
+
+
+def _check_ids(task_id: object, ids: object) -> list[str]:
+    """The ids a status is about: `id`, or the list `ids` (not both)."""
+    if ids is None:
+        if task_id is None:
+            raise EngineError("id: is required (or ids: a list of task ids)")
+        return [task_id]
+    if task_id is not None:
+        raise EngineError("ids: cannot be combined with id (give one or the other)")
+    if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_IDS:
+        raise EngineError(f"ids: must be a list of 1 to {MAX_IDS} task ids")
+    if len(set(map(str, ids))) != len(ids):
+        raise EngineError("ids: must not name a task twice")
+    return list(ids)
 
 __all__ = ["MAX_CMD_BYTES", "Engine", "EngineError", "UnknownTask"]
 
@@ -61,6 +88,7 @@ class Engine:
         self._wake = Doorbell()  # rung by task ends and new orphan watches; must take no lock
         self.reaper = OrphanReaper(on_watch=self._wake.ring)
         self.default_cwd = os.getcwd()  # a task's cwd when none is given: the daemon's, which never changes
+        self.notices = settings.agent_socket is not None  # else no todo reaches the agent: answers say so
         # Ids and marker nonces need to be unique, not secret (a marker only names a task's processes to this
         # daemon). A generator seeded once from the OS makes them without a syscall: getrandom would give up the GIL
         # on every run() (scripts/bench.py throughput).
@@ -95,6 +123,12 @@ class Engine:
         for t in stale:
             self.records.save_now(t.id, t, record_of(t))
             self.todo_rules.completion_locked(self.table.get_locked(t.id))
+        for t in tasks:
+            # Whether the harness holds a todo of a task that ended before the restart is not known here (a
+            # delivered todo leaves the outbox): assume it may, so the agent's status still clears it. A clear
+            # of a todo the harness does not hold is acknowledged as a no-op.
+            if t.terminal:
+                self.table.get_locked(t.id).todo_open = True
         self.retention.prune()
         self.todo_rules.flush()
         self.housekeeper.start()
@@ -129,10 +163,13 @@ class Engine:
     # ----- run ----------------------------------------------------------------------------------------
 
     def run(self, cmd: str, timeout_secs: float | None = None, wait_seconds: float | None = None,
-            name: str | None = None, cwd: str | None = None, client_gone: Callable[[], bool] = never_gone) -> Outcome:
-        """Submit `bash -c cmd`; wait inline up to the capped window; see todo_rules.py for todos.
-        `client_gone()` says whether the caller hung up during the wait (then the result becomes a todo)."""
+            name: str | None = None, cwd: str | None = None, client_gone: Callable[[], bool] = never_gone,
+            wait_for: str | None = None) -> Outcome:
+        """Submit `bash -c cmd`; wait inline up to the capped window (or until a line of its output matches
+        `wait_for`); see todo_rules.py for todos. `client_gone()` says whether the caller hung up during the
+        wait (then the result becomes a todo)."""
         req = check_run(cmd, timeout_secs, wait_seconds, cwd, self.default_cwd, self.wait_cap)
+        _check_wait_for(wait_for)
         nonce, candidate = f"{self._ids.getrandbits(64):016x}", f"{self._ids.getrandbits(32):08x}"
         with self.tasks_changed:
             if self.table.closing:
@@ -156,11 +193,23 @@ class Engine:
             starting = self.lifecycle.start_queued_locked()
             if window.seconds <= 0:
                 self.todo_rules.running_locked(entry, queued=entry in self.table.queue)
+            if window.seconds <= 0 and any(r.task is task for r in starting):
+                entry.spawn_waiters += 1
         self.lifecycle.hand_outputs(task, outputs, starting)
         self.lifecycle.start_runners(starting)
         if window.seconds <= 0:
-            return Outcome(self._view(task_id), window, 0.0)
-        return self._wait(entry, window, from_run=True, client_gone=client_gone)
+            if entry.spawn_waiters:
+                self._await_spawn(entry)
+            return Outcome(self._view(task_id, shows=True), window, 0.0, notices=self.notices)
+        watches = inline_wait.watches_for([entry], self._sources, wait_for, from_start=True) if wait_for else []
+        return self._wait([entry], window, from_run=True, client_gone=client_gone, watches=watches, wait_for=wait_for)
+
+    def _await_spawn(self, entry: TaskEntry) -> None:
+        """A task given a slot just now is spawned within milliseconds: answer `running` rather than `pending`
+        (waits at most SPAWN_GRACE; lifecycle.on_spawned notifies only when someone waits here)."""
+        with self.tasks_changed:
+            wait_for(self.tasks_changed, lambda: entry.task.state != T.PENDING, SPAWN_GRACE, self.clock)
+            entry.spawn_waiters -= 1
 
     def _claim_id_locked(self, name: str | None, candidate: str) -> str:
         """A fresh hex id (`candidate` unless taken), or `name` if valid and free (a finished task of that
@@ -185,51 +234,84 @@ class Engine:
 
     # ----- status, waits ------------------------------------------------------------------------------------
 
-    def status(self, task_id: str, wait_seconds: float | None = None, client_gone: Callable[[], bool] = never_gone) -> Outcome:
+    def status(self, task_id: str | None = None, wait_seconds: float | None = None,
+               client_gone: Callable[[], bool] = never_gone, *, ids: list[str] | None = None,
+               wait_for: str | None = None, view: ov.ViewRequest | None = None,
+               operator: bool = False) -> Outcome | ManyOutcome:
+        """One task (`task_id`), or several (`ids`: the wait ends when the first ends). `view` chooses what of
+        the output the answer shows. An `operator`'s status is not the agent's read: it clears no todo and
+        moves no new_only cursor."""
         check_wait_seconds(wait_seconds)
+        _check_wait_for(wait_for)
+        wanted = _check_ids(task_id, ids)
         window = cap_wait(wait_seconds, default=0.0, cap=self.wait_cap)
         with self.tasks_changed:
-            entry = self.table.get_locked(task_id)
-            registered = window.seconds > 0 and not entry.ended_and_recorded
-            if registered:
-                entry.inline_waiters += 1
-            elif entry.task.terminal:
-                self.todo_rules.hand_over_locked(entry, client_gone)
+            entries = [self.table.get_locked(i) for i in wanted]
+            registered = window.seconds > 0 and not any(e.ended_and_recorded for e in entries)
+            for entry in entries:
+                if registered:
+                    entry.inline_waiters += 1
+                elif entry.task.terminal and not operator:
+                    self.todo_rules.hand_over_locked(entry, client_gone)
+        shows = ids is None and not operator  # the answer shows the agent this task's output
         if registered:
-            return self._wait(entry, window, from_run=False, client_gone=client_gone)
-        return Outcome(self._view(entry.id), window, 0.0)
+            watches = inline_wait.watches_for(entries, self._sources, wait_for, from_start=False) if wait_for else []
+            outcome = self._wait(entries, window, from_run=False, client_gone=client_gone, watches=watches,
+                                 wait_for=wait_for, operator=operator, view=view, shows=shows)
+        else:
+            first = next((e for e in entries if e.task.terminal), entries[0])
+            outcome = Outcome(self._view(first.id, view, shows), window, 0.0, wait_for=wait_for, notices=self.notices)
+        if ids is None:
+            return outcome
+        return ManyOutcome([self._view(e.id, None, shows=False) for e in entries], outcome)
 
-    def _wait(self, entry: TaskEntry, window: WaitWindow, from_run: bool,
-              client_gone: Callable[[], bool] = never_gone) -> Outcome:
-        """Inline wait (the caller registered as a waiter under the lock). No free slot: answer at once.
+    def _wait(self, entries: list[TaskEntry], window: WaitWindow, from_run: bool,
+              client_gone: Callable[[], bool] = never_gone, watches=(), wait_for: str | None = None,
+              operator: bool = False, view: ov.ViewRequest | None = None, shows: bool = True) -> Outcome:
+        """Inline wait (the caller registered as a waiter of each entry under the lock). No free slot: answer
+        at once.
 
         A caller that hung up while waiting will never read the result: it is left as the completion todo
-        instead of counting as seen."""
+        instead of counting as seen; so is a result only an operator saw."""
         skipped = not self.slots.try_acquire()
         start = self.clock()
+        matched, matched_id = None, None
         try:
+            if not skipped:
+                matched, matched_id = inline_wait.wait_any(self.tasks_changed, entries, window.seconds, self.clock,
+                                                           list(watches))
             with self.tasks_changed:
-                if not skipped:
-                    wait_for(self.tasks_changed, lambda: entry.ended_and_recorded, window.seconds, self.clock)
-                entry.inline_waiters -= 1
-                if entry.task.terminal:
-                    self.todo_rules.hand_over_locked(entry, client_gone)
-                elif from_run:
-                    self.todo_rules.running_locked(entry, queued=entry in self.table.queue)
+                for entry in entries:
+                    entry.inline_waiters -= 1
+                    if entry.task.terminal:
+                        self.todo_rules.hand_over_locked(entry, (lambda: True) if operator else client_gone)
+                    elif from_run:
+                        self.todo_rules.running_locked(entry, queued=entry in self.table.queue)
                 waited = self.clock() - start
         finally:
             if not skipped:
                 self.slots.release()
-        return Outcome(self._view(entry.id), window, waited, wait_skipped=skipped)
+        first = next((e for e in entries if e.id == matched_id or e.task.terminal), entries[0])
+        return Outcome(self._view(first.id, view, shows), window, waited, wait_skipped=skipped, wait_for=wait_for,
+                       matched=matched, matched_id=matched_id, notices=self.notices)
 
-    def _view(self, task_id: str) -> TaskView:
-        """Snapshot under the lock; tails and leftover checks outside it (file and /proc reads)."""
+    def _sources(self, task_id: str) -> list[ov.Source]:
+        return [ov.Source("stdout", str(self.store.path(task_id, "out"))),
+                ov.Source("stderr", str(self.store.path(task_id, "err")))]
+
+    def _view(self, task_id: str, request: ov.ViewRequest | None = None, shows: bool = False) -> TaskView:
+        """Snapshot under the lock; the output and leftover checks outside it (file and /proc reads). When
+        the answer `shows` the agent the end of the output, its new_only cursor moves there."""
         self.todo_rules.flush()
         with self.tasks_changed:
             view = self.table.view_locked(task_id)
             entry = self.table.get_locked(task_id)
             leftovers = list(entry.leftovers)
-        read_tails(view, self.store, self.settings.tail_bytes)
+            seen_to = dict(entry.seen_to)
+        read_output(view, self.store, request, seen_to)
+        if shows and (request is None or request.moves_cursor) and view.output.read_to:
+            with self.tasks_changed:
+                entry.seen_to.update(view.output.read_to)
         if leftovers:
             alive = [p for p in leftovers if is_alive(p)]
             view.leftovers = [p.pid for p in alive]

@@ -34,6 +34,10 @@ class TaskEntry:
     # Its terminal state is set but its terminal record is still being written: an inline wait does not answer
     # before the record is on disk (a quick task can end before its `run` even starts waiting).
     recording: bool = False
+    # Where the agent has been shown each stream up to (byte offsets), for status(new_only): moved by the
+    # agent's tails and new_only answers, never by an operator's.
+    seen_to: dict[str, int] = field(default_factory=dict)
+    spawn_waiters: int = 0  # `run(wait_seconds=0)` calls waiting a moment for the spawn, to answer `running`
 
     @property
     def id(self) -> str:

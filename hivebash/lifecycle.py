@@ -119,7 +119,10 @@ class Lifecycle:
         with self.tasks_changed:
             task.pid = pid
             task.started_mono, task.started_at = started_mono, time.time()
-            T.transition(task, T.RUNNING)  # no notify: waits are for ended tasks, this would wake them for nothing
+            T.transition(task, T.RUNNING)
+            entry = self.table.current_locked(task)
+            if entry is not None and entry.spawn_waiters:  # only then: other waits are for ended tasks
+                self.tasks_changed.notify_all()
             if task.kill_signal:  # killed while it was being started
                 signal_group(task, task.kill_signal)
 

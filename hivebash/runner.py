@@ -106,7 +106,6 @@ class TaskRunner:
         self.kill_grace = kill_grace
         self.subreaper = subreaper
         self.launcher = launcher
-        self.daemon_peak_rss = 0
         # The task's output files, when whoever queued it already has them open (Engine.run): the worker then
         # does not open them again. It closes them after the spawn.
         self.outputs: tuple[int, int] | None = None
@@ -186,7 +185,6 @@ class TaskRunner:
             self._failure = f"cannot open the output files: {exc}"
             return None
         try:
-            self.daemon_peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
             self.reaper.begin_spawn()
             proc = None
             try:
@@ -224,7 +222,10 @@ class TaskRunner:
         proc.returncode = status  # so Popen never polls this pid again (a recycled pid would be reaped)
         self.reaper.drop_leader(pid)
         peak = usage.ru_maxrss * 1024
-        rusage = Rusage(usage.ru_utime, usage.ru_stime, peak, max_rss_exact=peak > self.daemon_peak_rss)
+        # The daemon's high-water mark only grows, so one read after the task's end bounds what the task
+        # inherited at its exec (another thread may have grown the daemon after a read before the spawn).
+        daemon_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        rusage = Rusage(usage.ru_utime, usage.ru_stime, peak, max_rss_exact=peak > daemon_peak)
         if not stopping:
             leftovers = self._survivors(exited_at)
         self.hooks.on_ended(task, status, rusage, exited_at - (task.started_mono or exited_at), leftovers)

@@ -46,8 +46,8 @@ class Rusage:
     cpu_system: float
     max_rss_bytes: int
     # Linux records the spawning process's own peak RSS into the child's at exec (exec_mmap keeps the old
-    # mm's high-water mark), so a child that never grew past the daemon's peak reports the daemon's: then
-    # the figure is only an upper bound, and says so.
+    # mm's high-water mark), so a child that never grew past the daemon's peak reports the daemon's. Only a
+    # figure above the daemon's peak is the task's own (exact); the others are not shown.
     max_rss_exact: bool = True
 
     @property

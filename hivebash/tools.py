@@ -11,8 +11,9 @@ from common.waiting import DEFAULT_WAIT_SECONDS
 
 from . import task as T
 from .arguments import MAX_CMD_BYTES, EngineError
-from .engine import Engine
-from .views import kill_result, list_result, outcome_result
+from . import output_views as ov
+from .engine import MAX_IDS, Engine
+from .views import ManyOutcome, kill_result, list_result, many_result, outcome_result
 
 ID_SCHEMA = {
     "type": "string",
@@ -24,76 +25,107 @@ WAIT_SCHEMA = {
     "minimum": 0,
     "description": "Seconds to wait inline for the task to finish before answering (capped at 30; 0 = answer at once).",
 }
+WAIT_FOR_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 1000,
+    "description": "A Python regex: the inline wait also ends when a new line of output matches it.",
+}
 LIST_LIMIT_MAX = 1000
 
-RUN = dict(
-    name="run",
-    description=(
-        "Run a shell command in the background (`bash -c CMD`, in its own process group, stdin from /dev/null). "
-        "Stdout and stderr go to files under the daemon's state directory (harness/bash-tasks/<id>.out/.err). "
-        f"Waits inline up to `wait_seconds` (default {DEFAULT_WAIT_SECONDS:g}, capped at 30): if the task finishes "
-        "in that window you get the full status at once and no todo is created; otherwise the answer is "
-        "`task started: id=<id>` and the task keeps running: when it completes, times out or fails, it surfaces as "
-        "a todo (get_loose_ends) with the exit code and Read(<path>) pointers to its output. "
-        "`name` (optional) is a memorable id ([a-z0-9-], 1-63 chars) usable in status/kill; it can be reused once "
-        "its previous task has finished and is refused while that task is pending or running. `timeout_secs` "
-        "kills the task after that many seconds (SIGTERM to its group, SIGKILL after a grace) and marks it "
-        "`timed_out`; omit it to let the command run until it exits. `cwd` sets the working directory (an "
-        "existing directory). When too many tasks already run, a new one waits as `pending` in submission order."
-    ),
-    input_schema={
-        "type": "object",
-        "properties": {
-            "cmd": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": MAX_CMD_BYTES,
-                "description": "The shell command line, run as `bash -c CMD` (pipes, &&, loops and redirections work).",
-            },
-            "timeout_secs": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": 1_000_000_000,
-                "description": "Kill the task after this many seconds and mark it timed_out. Omit for no timeout.",
-            },
-            "wait_seconds": WAIT_SCHEMA | {
-                "description": f"Seconds to wait inline for the result (default {DEFAULT_WAIT_SECONDS:g}, capped at 30; "
-                               "0 = return `task started` at once)."
-            },
-            "name": {
-                "type": "string",
-                "pattern": f"^{NAME_RULE}$",
-                "description": "Optional task id of your choice: lowercase letters, digits and '-', 1 to 63 characters.",
-            },
-            "cwd": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 4096,
-                "description": "Working directory (an existing directory; relative paths are taken from the daemon's).",
-            },
-        },
-        "required": ["cmd"],
-        "additionalProperties": False,
-    },
-)
 
-STATUS = dict(
-    name="status",
-    description=(
-        "Status of a task started with `run`: status (pending, running, done, timed_out, interrupted, killed), "
-        "exit_code when done (a death by signal is named), duration (live while running), CPU seconds and peak "
-        "memory, any of its processes still alive, and the last 4 KiB of stdout and of stderr (the full output is "
-        "in the files named). `wait_seconds` (optional, capped at 30) waits inline and answers the moment the "
-        "task ends. A status that shows a finished task clears that task's completion todo. `interrupted` means "
-        "the daemon restarted or stopped while the task ran: its process was stopped."
-    ),
-    input_schema={
-        "type": "object",
-        "properties": {"id": ID_SCHEMA, "wait_seconds": WAIT_SCHEMA},
-        "required": ["id"],
-        "additionalProperties": False,
-    },
-)
+def run_tool(default_cwd: str, notices: bool) -> dict:
+    """`run`'s declaration; it names the daemon's working directory and whether completions become todos."""
+    ending = ("its completion then arrives as a todo" if notices else
+              "no completion notice comes (no harness socket): check with status")
+    return dict(
+        name="run",
+        description=(
+            "Run a shell command in the background. Each run is a fresh `bash -c CMD` (a `cd` or `export` does "
+            f"not carry over to the next run), in its own process group, stdin /dev/null, in `cwd` or else {default_cwd}. "
+            f"Waits inline up to `wait_seconds` (default {DEFAULT_WAIT_SECONDS:g}, max 30): a task that ends in time "
+            "answers with its full status; otherwise `task started: id=<id>` with its output so far, and "
+            f"{ending}. `wait_for` (a regex) also ends the wait at a new matching output line, e.g. "
+            "`wait_for: \"listening on\"` for a server that keeps running. `name`: your id for it ([a-z0-9-]); "
+            "reusing a finished task's name replaces that task and its output files. `timeout_secs` kills it "
+            "after that long (`timed_out`). Past the daemon's max running tasks it waits as `pending`."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "cmd": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_CMD_BYTES,
+                    "description": "The shell command line, run as `bash -c CMD` (pipes, &&, loops and redirections work).",
+                },
+                "timeout_secs": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 1_000_000_000,
+                    "description": "Kill the task after this many seconds and mark it timed_out. Omit for no timeout.",
+                },
+                "wait_seconds": WAIT_SCHEMA | {
+                    "description": f"Seconds to wait inline for the result (default {DEFAULT_WAIT_SECONDS:g}, capped at 30; "
+                                   "0 = return `task started` at once)."
+                },
+                "wait_for": WAIT_FOR_SCHEMA,
+                "name": {
+                    "type": "string",
+                    "pattern": f"^{NAME_RULE}$",
+                    "description": "Optional task id of your choice: lowercase letters, digits and '-', 1 to 63 "
+                                   "characters. Reusing a finished task's name replaces it and its files.",
+                },
+                "cwd": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 4096,
+                    "description": f"Working directory (an existing directory; default and base of relative paths: {default_cwd}).",
+                },
+            },
+            "required": ["cmd"],
+            "additionalProperties": False,
+        },
+    )
+
+
+def status_tool(notices: bool) -> dict:
+    clears = " Showing you a finished task clears its todo." if notices else ""
+    return dict(
+        name="status",
+        description=(
+            "A task's state (pending, running, done, timed_out, interrupted, killed), exit_code, duration, CPU, "
+            "processes it left alive, and the end of stdout and stderr. Views of the whole output instead, each "
+            "answer under 8 KiB: `grep: \"error|FAIL\"` (matching lines with their numbers; `context: 2` adds "
+            "lines around), `from_line: 5000, max_lines: 40` (a window), `stream: \"stderr\"` (one stream), "
+            "`new_only: true` (only output you were not shown yet). `wait_seconds` (max 30) waits for the end; "
+            "`ids: [\"a\", \"b\"]` waits for the first of several to end, a line each; `wait_for: \"regex\"` also "
+            f"ends the wait at a new matching line.{clears} `interrupted`: the daemon stopped while it ran."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "id": ID_SCHEMA,
+                "ids": {"type": "array", "items": ID_SCHEMA, "minItems": 1, "maxItems": MAX_IDS, "uniqueItems": True,
+                        "description": "Several task ids instead of id: the wait ends when the first ends."},
+                "wait_seconds": WAIT_SCHEMA,
+                "wait_for": WAIT_FOR_SCHEMA,
+                "grep": {"type": "string", "minLength": 1, "maxLength": 1000,
+                         "description": "A Python regex: the matching lines of the whole output, numbered."},
+                "context": {"type": "integer", "minimum": 0, "maximum": ov.CONTEXT_MAX,
+                            "description": "With grep: lines shown before and after each match (default 0)."},
+                "from_line": {"type": "integer", "minimum": 1,
+                              "description": "Show lines from this one (the first line is 1)."},
+                "max_lines": {"type": "integer", "minimum": 1, "maximum": ov.MAX_LINES_MAX,
+                              "description": f"With from_line: how many lines (default {ov.DEFAULT_MAX_LINES})."},
+                "stream": {"type": "string", "enum": list(ov.STREAMS), "description": "Only this stream (default both)."},
+                "new_only": {"type": "boolean",
+                             "description": "Only the output written since the last answer that showed you its end."},
+            },
+            "additionalProperties": False,
+        },
+    )
+
 
 KILL = dict(
     name="kill",
@@ -144,17 +176,25 @@ def build_registry(engine: Engine) -> ToolRegistry:
         def handler(args: dict[str, Any], ctx: CallContext) -> ToolResult:
             try:
                 return fn(args, ctx)
-            except EngineError as exc:
+            except (EngineError, ov.ViewError) as exc:
                 raise ToolError(str(exc)) from None
         return handler
 
     def run(args, ctx):
         outcome = engine.run(args["cmd"], timeout_secs=args.get("timeout_secs"), wait_seconds=args.get("wait_seconds"),
-                             name=args.get("name"), cwd=args.get("cwd"), client_gone=ctx.client_gone)
+                             name=args.get("name"), cwd=args.get("cwd"), client_gone=ctx.client_gone,
+                             wait_for=args.get("wait_for"))
         return outcome_result(outcome, started_form=True)
 
     def status(args, ctx):
-        outcome = engine.status(args["id"], wait_seconds=args.get("wait_seconds"), client_gone=ctx.client_gone)
+        view = ov.check_view(args.get("grep"), args.get("context"), args.get("from_line"), args.get("max_lines"),
+                             args.get("stream"), args.get("new_only"))
+        if args.get("ids") is not None and view != ov.ViewRequest():
+            raise ToolError("ids: shows one line a task; ask for a view (grep, from_line, stream, new_only) with id")
+        outcome = engine.status(args.get("id"), wait_seconds=args.get("wait_seconds"), client_gone=ctx.client_gone,
+                                ids=args.get("ids"), wait_for=args.get("wait_for"), view=view, operator=ctx.operator)
+        if isinstance(outcome, ManyOutcome):
+            return many_result(outcome)
         return outcome_result(outcome, started_form=False)
 
     def kill(args, ctx):
@@ -165,8 +205,9 @@ def build_registry(engine: Engine) -> ToolRegistry:
         return list_result(views, total, args.get("state"))
 
     return ToolRegistry([
-        Tool(handler=guarded(run), title="Run a shell command in the background", **RUN),
-        Tool(handler=guarded(status), title="Status and output of a background task", **STATUS,
+        Tool(handler=guarded(run), title="Run a shell command in the background",
+             **run_tool(engine.default_cwd, engine.notices)),
+        Tool(handler=guarded(status), title="Status and output of background tasks", **status_tool(engine.notices),
              annotations={"readOnlyHint": True}),
         Tool(handler=guarded(kill), title="Stop a background task", **KILL, annotations={"destructiveHint": True}),
         Tool(handler=guarded(list_), title="List background tasks", **LIST, annotations={"readOnlyHint": True}),

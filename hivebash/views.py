@@ -7,6 +7,7 @@ and then the output tails verbatim; `data`, the exact structured form for progra
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ from common.humanize import human_age, human_bytes, one_line
 from common.tools import ToolResult
 from common.waiting import WaitWindow
 
+from . import output_views as ov
 from . import task as T
 from .store import Tail, TaskStore
 from .task import Task
@@ -31,6 +33,7 @@ class TaskView:
     stdout: Tail | None = None
     stderr: Tail | None = None
     leftovers: list[int] = field(default_factory=list)
+    output: ov.View | None = None  # what the model reads of the output: the tails, or the view asked for
 
     def to_dict(self) -> dict[str, Any]:
         t, r = self.task, self.task.result
@@ -56,8 +59,8 @@ class TaskView:
                 "cpu_seconds": round(r.rusage.cpu_seconds, 3),
                 "cpu_user": round(r.rusage.cpu_user, 3),
                 "cpu_system": round(r.rusage.cpu_system, 3),
-                "max_rss_bytes": r.rusage.max_rss_bytes,
-                "max_rss_exact": r.rusage.max_rss_exact,
+                # Only the task's own peak (see Rusage.max_rss_exact); else it is the daemon's, and left out.
+                "max_rss_bytes": r.rusage.max_rss_bytes if r.rusage.max_rss_exact else None,
             }
         if self.queue_position is not None:
             data["queue_position"] = self.queue_position
@@ -65,19 +68,47 @@ class TaskView:
             data["stdout"] = self.stdout.to_dict()
         if self.stderr is not None:
             data["stderr"] = self.stderr.to_dict()
+        if self.output is not None and "streams" in self.output.data and (
+                "grep" in self.output.data or "from_line" in self.output.data):
+            data["view"] = self.output.data
         return data
 
 
-def read_tails(view: TaskView, store: TaskStore, limit: int) -> None:
-    """Attach the output tails to a snapshot (outside the engine's lock: these are file reads)."""
+def read_output(view: TaskView, store: TaskStore, request: ov.ViewRequest | None = None,
+                seen_to: dict[str, int] | None = None) -> None:
+    """Attach the output the answer shows (outside the engine's lock: these are file reads): the tails, or
+    the view `request` asks for; `seen_to` is where the agent was shown each stream up to (new_only)."""
     task_id = view.task.id
+    paths = {"stdout": str(store.path(task_id, "out")), "stderr": str(store.path(task_id, "err"))}
+    wanted = request.streams() if request else ov.STREAMS
+    sources = [ov.Source(s, paths[s]) for s in wanted]
     if view.task.state == T.PENDING:
         # Nothing has written to a pending task's files (prepare made them empty; no process yet): no reads.
         # Under load each file syscall of a request thread waits for the GIL again when it returns.
+        view.output = ov.View("".join(f"--- {s.stream}: empty (not started) ---\n" for s in sources), {"streams": {}})
         view.stdout, view.stderr = store.empty_tail(task_id, "out"), store.empty_tail(task_id, "err")
-    else:
-        view.stdout = store.tail(task_id, "out", limit)
-        view.stderr = store.tail(task_id, "err", limit)
+        return
+    view.output = ov.render(sources, request or ov.ViewRequest(), seen_to)
+    shown = view.output.data["streams"]
+    for stream, kind in (("stdout", "out"), ("stderr", "err")):
+        got = shown.get(stream) if "text" in shown.get(stream, {}) else None
+        if got is None:  # not part of this view: its size and path only
+            tail = Tail(paths[stream], "", _size(paths[stream]), 0, _size(paths[stream]))
+        else:
+            shown_bytes = got["size"] - got["from_byte"] - got["elided_bytes"]
+            tail = Tail(got["path"], got["text"], got["size"], shown_bytes, got["size"] - shown_bytes)
+        setattr(view, stream, tail)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path, follow_symlinks=False).st_size
+    except FileNotFoundError:
+        return 0
+
+
+STARTED_LINES = 10  # lines of each stream a `task started` answer shows
+STARTED_BYTES = 1500
 
 
 @dataclass
@@ -88,6 +119,18 @@ class Outcome:
     window: WaitWindow
     waited: float
     wait_skipped: bool = False  # every wait slot was taken: answered at once
+    wait_for: str | None = None  # the regex the wait also watched the output for
+    matched: ov.Line | None = None  # the new line that matched it
+    matched_id: str | None = None  # the task whose line it was
+    notices: bool = True  # completions reach the agent as todos (a harness socket is configured)
+
+
+@dataclass
+class ManyOutcome:
+    """What `status(ids=[...])` answers: each task's snapshot, and how the wait went."""
+
+    views: list[TaskView]
+    first: Outcome  # the wait (window, waited, match) and the first task's view
 
 
 @dataclass
@@ -112,25 +155,14 @@ def facts_line(view: TaskView) -> str:
     if view.duration is not None:
         facts.append(f"duration={view.duration:.2f}s")
     if r and r.rusage:
-        bound = "=" if r.rusage.max_rss_exact else "<="  # see Rusage.max_rss_exact
-        facts.append(f"cpu={r.rusage.cpu_seconds:.2f}s max_rss{bound}{human_bytes(r.rusage.max_rss_bytes)}")
+        facts.append(f"cpu={r.rusage.cpu_seconds:.2f}s")
+        if r.rusage.max_rss_exact:  # else the figure is the daemon's own peak, not the task's: left out
+            facts.append(f"max_rss={human_bytes(r.rusage.max_rss_bytes)}")
     if view.queue_position:
         facts.append(f"queue_position={view.queue_position}")
     if view.leftovers:
         facts.append(f"leftover_processes={len(view.leftovers)}")
     return " ".join(facts)
-
-
-def _tail_block(label: str, tail: Tail | None) -> str:
-    if tail is None or tail.size == 0:
-        return f"--- {label}: empty ---\n"
-    if tail.elided:
-        head = (f"--- {label}: last {tail.shown} of {tail.size} bytes ({tail.elided} bytes elided; "
-                f"full output: Read({tail.path})) ---")
-    else:
-        head = f"--- {label} ({tail.size} bytes, {tail.path}) ---"
-    text = tail.text if tail.text.endswith("\n") else tail.text + "\n(no newline at end)\n"
-    return f"{head}\n{text}"
 
 
 def status_text(view: TaskView, extra_facts: str = "") -> str:
@@ -145,7 +177,28 @@ def status_text(view: TaskView, extra_facts: str = "") -> str:
                      f"{' '.join(map(str, view.leftovers))}); kill(id) stops them")
     if t.state == T.PENDING:
         lines.append("waiting for a free slot (the daemon's max_running); kill(id) cancels it")
-    return "\n".join(lines) + "\n" + _tail_block("stdout", view.stdout) + _tail_block("stderr", view.stderr)
+    return "\n".join(lines) + "\n" + (view.output.text if view.output else "")
+
+
+def last_lines(view: TaskView, count: int = STARTED_LINES) -> str:
+    """The last lines of each stream that has output, for `task started` (cut to STARTED_BYTES a stream)."""
+    blocks = []
+    for label, tail in (("stdout", view.stdout), ("stderr", view.stderr)):
+        if tail is None or not tail.text:
+            continue
+        text = "\n".join(tail.text.rstrip("\n").split("\n")[-count:])[-STARTED_BYTES:]
+        blocks.append(f"--- {label}, last lines so far ({tail.size} bytes in all) ---\n{text}\n")
+    return "".join(blocks)
+
+
+def matched_line(outcome: Outcome) -> str:
+    """What `wait_for` found (or that it found nothing)."""
+    if outcome.wait_for is None:
+        return ""
+    if outcome.matched is not None:
+        m = outcome.matched
+        return f"wait_for matched ({outcome.matched_id}, {m.stream} line {m.number}): {m.text}\n"
+    return f"wait_for {outcome.wait_for!r}: no new line matched\n"
 
 
 def wait_facts(outcome: Outcome) -> tuple[str, dict[str, Any]]:
@@ -165,6 +218,8 @@ def outcome_result(outcome: Outcome, started_form: bool) -> ToolResult:
     view = outcome.view
     facts, wait = wait_facts(outcome)
     data = view.to_dict() | {"wait": wait}
+    if outcome.wait_for is not None:
+        data["wait_for"] = {"pattern": outcome.wait_for, "matched": vars(outcome.matched) if outcome.matched else None}
     if started_form and not view.task.terminal:
         data["started"] = True
         lines = [f"task started: id={view.task.id}",
@@ -173,12 +228,35 @@ def outcome_result(outcome: Outcome, started_form: bool) -> ToolResult:
             lines.append(f"(wait_seconds={outcome.window.asked:g} was capped at {outcome.window.seconds:g})")
         if outcome.wait_skipped:
             lines.append("(no inline wait: too many calls are waiting already)")
-        lines.append(f"output: Read({view.stdout.path if view.stdout else ''}) Read({view.stderr.path if view.stderr else ''})")
-        lines.append(f"It keeps running; its completion will surface as a todo. status(id=\"{view.task.id}\") checks it.")
-        return ToolResult("\n".join(lines) + "\n", data)
+        text = "\n".join(lines) + "\n" + matched_line(outcome) + last_lines(view)
+        return ToolResult(text + f"output files: {view.stdout.path if view.stdout else ''} "
+                          f"{view.stderr.path if view.stderr else ''}\n" + next_step(view.task.id, outcome.notices), data)
     if started_form:
         data["started"] = False
-    return ToolResult(status_text(view, facts), data)
+    return ToolResult(status_text(view, facts) + matched_line(outcome), data)
+
+
+def next_step(task_id: str, notices: bool) -> str:
+    """What a `task started` answer tells the agent to do next: the promise of a todo only when one can come."""
+    if notices:
+        return f"It keeps running; its completion will surface as a todo. status(id=\"{task_id}\") checks it.\n"
+    return (f"It keeps running. No completion notice will come (no harness socket is configured): check it with "
+            f"status(id=\"{task_id}\", wait_seconds=30).\n")
+
+
+def many_result(outcome: ManyOutcome) -> ToolResult:
+    """`status(ids=[...])`: one line per task, then how the wait went."""
+    facts, wait = wait_facts(outcome.first)
+    lines = [f"{facts_line(v)} cmd: {shorten(v.task.cmd, 60)}" for v in outcome.views]
+    ended = [v.task.id for v in outcome.views if v.task.terminal]
+    tail = (f"ended: {' '.join(ended)}; status(id=...) shows a task's output" if ended
+            else f"none ended in {outcome.first.waited:.2f}s")
+    text = "\n".join(lines) + f"\n{tail}{facts}\n" + matched_line(outcome.first)
+    data = {"tasks": [v.to_dict() for v in outcome.views], "ended": ended, "wait": wait}
+    if outcome.first.wait_for is not None:
+        data["wait_for"] = {"pattern": outcome.first.wait_for, "id": outcome.first.matched_id,
+                            "matched": vars(outcome.first.matched) if outcome.first.matched else None}
+    return ToolResult(text, data)
 
 
 def kill_result(outcome: KillOutcome) -> ToolResult:

@@ -1,4 +1,5 @@
-"""Bash daemon: run round trip, exit-to-answer latency, throughput, 1,000 running tasks, a 1 GiB output.
+"""Bash daemon: run round trip, exit-to-answer latency, throughput, 1,000 running tasks, a 1 GiB output, grep
+over it, and status with each output view.
 
 Each figure stands beside a baseline measured in the same run.
 
@@ -215,4 +216,68 @@ def big_output(ctx):
                 note="bytes never pass through the daemon")]
 
 
-BENCHMARKS = [run_round_trip, exit_to_answer, throughput, many_running, big_output]
+def _cat_seconds(path) -> float:
+    started = time.perf_counter()
+    subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - started
+
+
+def grep_big_output(ctx):
+    """status(grep=...) over a 1 GiB stdout with one marker line, beside `cat FILE > /dev/null` of the same
+    file in the same run (both from the page cache after the first read)."""
+    size = 1 << 30 if not ctx.quick else 256 << 20
+    # ~75-byte lines; the marker at line 5,000 and a second one near the end, so the scan reads it all.
+    cmd = (f"yes 'filler output line with some ordinary text in it, nothing to see here 0123456789' | head -n 4999; "
+           f"echo MARKER-5000; yes 'filler output line with some ordinary text in it, nothing to see here 0123456789'"
+           f" | head -c {size}; echo MARKER-END")
+    with Daemon(DAEMON, ctx.workdir / "grep") as d:
+        conn = McpConnection(d.port)
+        task = conn.call("run", {"cmd": cmd, "wait_seconds": 30})["structuredContent"]
+        while task["status"] == "running":
+            task = conn.call("status", {"id": task["id"], "wait_seconds": 30})["structuredContent"]
+        path = task["stdout"]["path"]
+        _cat_seconds(path)
+        n = ctx.reps(5, 2)
+        ours, base, sizes = [], [], []
+        for _ in range(n):
+            started = time.perf_counter()
+            result = conn.call("status", {"id": task["id"], "grep": "MARKER"})
+            ours.append(time.perf_counter() - started)
+            sizes.append(len(result["content"][0]["text"].encode()))
+            base.append(_cat_seconds(path))
+        found = "stdout:5000: MARKER-5000" in result["content"][0]["text"]
+        conn.close()
+    med, p99 = percentiles(ours)
+    bmed, bp99 = percentiles(base)
+    return [Row("bash", f"status(grep) over {size >> 20} MiB of stdout", "ms", med, p99, n, "cat FILE > /dev/null",
+                bmed, target="< 2 s", ok=med < 2000 and found and max(sizes) < 8192,
+                note=f"answer {max(sizes)} bytes" + ("" if found else "; MARKER line 5000 NOT found")),
+            Row("bash", "  baseline: cat FILE > /dev/null", "ms", bmed, bp99, n)]
+
+
+def status_views(ctx):
+    """status with each view on a small output (200 lines), beside a plain status of the same task."""
+    n = ctx.reps(300, 60)
+    views = {"plain": {}, "grep": {"grep": "line 1[0-9]$", "context": 1}, "from_line": {"from_line": 50, "max_lines": 20},
+             "stream": {"stream": "stderr"}, "new_only": {"new_only": True}}
+    rows = []
+    with Daemon(DAEMON, ctx.workdir / "views") as d:
+        conn = McpConnection(d.port)
+        task = conn.call("run", {"cmd": "for i in $(seq 200); do echo line $i; done; echo warn >&2",
+                                 "wait_seconds": 30})["structuredContent"]["id"]
+        for args in views.values():
+            timed(lambda: conn.call("status", {"id": task, **args}), 20)
+        figures = {name: percentiles(timed(lambda: conn.call("status", {"id": task, **args}), n))
+                   for name, args in views.items()}
+        conn.close()
+    bmed = figures["plain"][0]
+    for name, (med, p99) in figures.items():
+        if name == "plain":
+            rows.append(Row("bash", "status of a 200-line output (no view)", "ms", med, p99, n, target="< 2 ms", ok=med < 2))
+        else:
+            rows.append(Row("bash", f"status with {name} on a 200-line output", "ms", med, p99, n, "status, no view", bmed,
+                            target="< 2 ms", ok=med < 2))
+    return rows
+
+
+BENCHMARKS = [run_round_trip, exit_to_answer, throughput, many_running, big_output, grep_big_output, status_views]

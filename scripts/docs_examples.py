@@ -100,7 +100,7 @@ def shown_call(url: str, tool: str, arguments: dict):
     from common.mcp_client import call_tool
 
     shown = ", ".join(f"{k}={json.dumps(v)}" for k, v in arguments.items())
-    result = call_tool(url, tool, arguments)
+    result = call_tool(url, tool, arguments, operator=False)  # what the model reads, as the agent's call
     return f"`{tool}({shown})` answers{' (an error)' if result.is_error else ''}:\n\n" + fenced(result.text), result
 
 

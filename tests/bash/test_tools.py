@@ -28,8 +28,9 @@ def test_listing_has_four_tools_with_object_schemas(tools):
 def test_run_inline_text_and_data(tools):
     res = call(tools, "run", cmd="echo out; echo err >&2; exit 2", wait_seconds=10, name="t1")
     first = res.text.splitlines()[0]
-    assert first.startswith("id=t1 status=done exit_code=2 duration=") and "cpu=" in first and "max_rss" in first
-    assert "--- stdout (4 bytes" in res.text and "\nout\n" in res.text and "\nerr\n" in res.text
+    assert first.startswith("id=t1 status=done exit_code=2 duration=") and "cpu=" in first
+    assert "max_rss" not in first  # `exit 2` never grows past the daemon's own peak: no figure of its own
+    assert "--- stdout: 4 bytes (" in res.text and "\nout\n" in res.text and "\nerr\n" in res.text
     assert res.data["status"] == "done" and res.data["exit_code"] == 2 and res.data["started"] is False
     assert res.data["stdout"]["tail"] == "out\n" and res.data["wait"]["capped"] is False
 
@@ -83,7 +84,10 @@ SCHEMA_ERRORS = [
     ("run", {"cmd": "true", "timeout_secs": "10"}, "timeout_secs: must be of type integer"),
     ("run", {"cmd": "true", "wait_seconds": -1}, "wait_seconds: must be >= 0"),
     ("run", {"cmd": "true", "bogus": 1}, "arguments: unknown argument"),
-    ("status", {}, "id: is required"),
+    ("status", {"ids": []}, "ids: must have at least 1 item(s)"),
+    ("status", {"ids": ["a", "a"]}, "ids: must not name the same item twice"),
+    ("status", {"id": "a", "context": 11}, "context: must be <= 10"),
+    ("status", {"id": "a", "stream": "both"}, "stream: must be one of"),
     ("status", {"id": "../etc"}, "id: must match"),
     ("kill", {"id": "ok", "force": "yes"}, "force: must be of type boolean"),
     ("list", {"state": "finished"}, "state: must be one of"),
@@ -103,6 +107,14 @@ def test_bad_arguments_are_refused_by_schema_and_change_nothing(tools, engine, t
 def test_engine_refusals_are_error_results(tools, engine, tmp_path):
     for name, args, message in [
         ("status", {"id": "nope"}, "id: no task 'nope'"),
+        ("status", {}, "id: is required (or ids: a list of task ids)"),
+        ("status", {"id": "nope", "ids": ["nope"]}, "ids: cannot be combined with id"),
+        ("status", {"id": "nope", "grep": "(x"}, "grep: not a valid Python regular expression"),
+        ("status", {"id": "nope", "grep": "x", "from_line": 3}, "from_line: cannot be combined with grep"),
+        ("status", {"id": "nope", "context": 2}, "context: goes with grep"),
+        ("status", {"ids": ["nope"], "grep": "x"}, "ids: shows one line a task"),
+        ("status", {"id": "nope", "wait_for": "[x"}, "wait_for: not a valid Python regular expression"),
+        ("run", {"cmd": "true", "wait_for": "(?P<"}, "wait_for: not a valid Python regular expression"),
         ("kill", {"id": "nope"}, "id: no task 'nope'"),
         ("run", {"cmd": "true", "cwd": str(tmp_path / "missing")}, "cwd: "),
         ("run", {"cmd": "   "}, "cmd: is required"),

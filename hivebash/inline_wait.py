@@ -1,0 +1,62 @@
+"""Inline waits: until one of some tasks has ended (and its end is recorded), or a new line of their output
+matches `wait_for`, or the window closes.
+
+A task's end wakes the wait through the engine's condition (no polling). Output is written by the task's own
+processes straight to its files, so nothing in the daemon can signal a new line: with `wait_for`, the wait
+also wakes to look at the files' growth, first after WATCH_RECHECK_FIRST and then at doubling intervals up
+to WATCH_RECHECK_MAX (a check costs one fstat per stream when nothing was written).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+from common.waiting import wait_for
+
+from . import output_views as ov
+from .entry import TaskEntry
+
+WATCH_RECHECK_FIRST = 0.02  # seconds
+WATCH_RECHECK_MAX = 0.25  # seconds: how late a matching line can be noticed at worst
+
+
+def watches_for(entries: list[TaskEntry], paths: Callable[[str], list[ov.Source]], pattern: str,
+                from_start: bool) -> list[tuple[str, ov.Watch]]:
+    """A Watch of each stream of each task: from the files' start (a task `run` just created) or their end."""
+    return [(e.id, ov.watch(src, pattern, from_end=not from_start)) for e in entries for src in paths(e.id)]
+
+
+def wait_any(cond: threading.Condition, entries: list[TaskEntry], seconds: float, clock: Callable[[], float],
+             watches: list[tuple[str, ov.Watch]]) -> tuple[ov.Line | None, str | None]:
+    """Wait (called without the lock); returns the matching line and its task's id, or (None, None)."""
+    def ended() -> bool:
+        return any(e.ended_and_recorded for e in entries)
+
+    if not watches:
+        with cond:
+            wait_for(cond, ended, seconds, clock)
+        return None, None
+    deadline = clock() + seconds
+    recheck = WATCH_RECHECK_FIRST
+    while True:
+        found = _first_match(watches, final=False)
+        if found[0] is not None:
+            return found
+        remaining = deadline - clock()
+        if remaining <= 0:
+            return None, None
+        with cond:
+            if wait_for(cond, ended, min(remaining, recheck), clock):
+                break
+        recheck = min(recheck * 2, WATCH_RECHECK_MAX)
+    # An ended task's last lines, the last one even without a newline.
+    return _first_match(watches, final={e.id for e in entries if e.task.terminal})
+
+
+def _first_match(watches: list[tuple[str, ov.Watch]], final: bool | set[str]) -> tuple[ov.Line | None, str | None]:
+    for task_id, w in watches:
+        line = w.check(final=final is True or bool(final) and task_id in final)
+        if line is not None:
+            return line, task_id
+    return None, None

@@ -1,0 +1,151 @@
+"""The agent's view of its tasks through the tools: exact notices (only the agent's reads clear a todo, a
+restart keeps that true, no todo is promised without a harness socket), status views and the new_only
+cursor, waits on several tasks and on a line of output, and what `task started` shows."""
+
+import pytest
+
+from common.tools import CallContext
+from hivebash.engine import Engine
+from hivebash.tools import build_registry
+from hivebash_testkit import settings, wait_until
+
+AGENT, OPERATOR = CallContext(structured=True), CallContext(structured=True, operator=True)
+BOUND = 8 * 1024
+
+
+@pytest.fixture
+def socket_settings(tmp_path):
+    """A configured harness socket (nothing listens: the todos go to the recorder) makes `notices` true."""
+    return settings(tmp_path, agent_socket=tmp_path / "agent.sock")
+
+
+@pytest.fixture
+def agent_tools(socket_settings, todos):
+    engine = Engine(socket_settings, todos)
+    engine.start()
+    yield build_registry(engine), engine
+    engine.shutdown(timeout=5)
+
+
+def call(tools, tool, ctx=AGENT, **args):
+    result = tools.call(tool, args, ctx)
+    assert not result.is_error, result.text
+    assert len(result.text.encode()) < BOUND, len(result.text.encode())
+    return result
+
+
+def finish_in_background(tools, engine, todos, name, cmd="echo done"):
+    call(tools, "run", cmd=cmd, name=name, wait_seconds=0)
+    todos.wait_upserts(name, 2)  # running, then the completion
+    assert wait_until(lambda: engine.status(name, operator=True).view.task.terminal)
+
+
+def test_only_the_agents_status_clears_a_completion_todo(agent_tools, todos):
+    tools, engine = agent_tools
+    finish_in_background(tools, engine, todos, "tv1")
+    call(tools, "status", OPERATOR, id="tv1")
+    call(tools, "status", OPERATOR, id="tv1", wait_seconds=1)
+    call(tools, "list", OPERATOR)
+    assert ("clear", "tv1") not in todos.for_key("tv1")
+    call(tools, "status", id="tv1")
+    assert todos.for_key("tv1")[-1] == ("clear", "tv1")
+
+
+def test_an_operators_inline_wait_leaves_the_completion_todo(agent_tools, todos):
+    tools, engine = agent_tools
+    call(tools, "run", cmd="sleep 0.3", name="opw", wait_seconds=0)
+    res = call(tools, "status", OPERATOR, id="opw", wait_seconds=20)
+    assert res.data["status"] == "done"
+    assert "status=done" in todos.wait_upserts("opw", 2)[-1]["summary"]
+
+
+def test_after_a_restart_the_agents_status_still_clears(socket_settings, todos):
+    first = Engine(socket_settings, todos)
+    first.start()
+    tools = build_registry(first)
+    finish_in_background(tools, first, todos, "before")
+    first.shutdown(timeout=5)
+    again = Engine(socket_settings, todos)
+    again.start()
+    try:
+        call(build_registry(again), "status", id="before")
+        assert todos.for_key("before")[-1] == ("clear", "before")
+    finally:
+        again.shutdown(timeout=5)
+
+
+def test_without_a_socket_no_answer_promises_a_todo(engine):
+    tools = build_registry(engine)
+    listing = {t["name"]: t["description"] for t in tools.listing()}
+    assert "todo" not in listing["run"] and "check with status" in listing["run"]
+    res = call(tools, "run", cmd="sleep 5", name="nosock", wait_seconds=0)
+    assert "todo" not in res.text and 'check it with status(id="nosock", wait_seconds=30)' in res.text
+    call(tools, "kill", id="nosock", force=True)
+
+
+def test_task_started_says_running_and_shows_the_output_so_far(agent_tools):
+    tools, engine = agent_tools
+    res = call(tools, "run", cmd="echo '\x1b[32mready\x1b[0m'; echo warming up >&2; sleep 30", name="srv",
+               wait_seconds=1)
+    assert res.text.splitlines()[1].startswith("status=running")
+    assert "--- stdout, last lines so far (" in res.text and "\nready\n" in res.text and "\nwarming up\n" in res.text
+    assert "its completion will surface as a todo" in res.text
+    now = call(tools, "run", cmd="sleep 30", name="now", wait_seconds=0)
+    assert now.data["status"] == "running"  # given a slot, spawned before the answer
+    for name in ("srv", "now"):
+        call(tools, "kill", id=name, force=True)
+
+
+def test_new_only_shows_what_the_agent_was_not_shown(agent_tools, tmp_path):
+    tools, engine = agent_tools
+    gate = tmp_path / "gate"
+    call(tools, "run", cmd=f"echo first; while [ ! -e {gate} ]; do sleep 0.02; done; echo second", name="grow",
+         wait_seconds=0)
+    assert wait_until(lambda: "first" in call(tools, "status", OPERATOR, id="grow").data["stdout"]["tail"])
+    assert "first" in call(tools, "status", OPERATOR, id="grow", new_only=True).text  # the operator moves nothing
+    shown = call(tools, "status", id="grow")
+    assert "first" in shown.text
+    gate.touch()
+    call(tools, "status", OPERATOR, id="grow", wait_seconds=20)
+    new = call(tools, "status", id="grow", new_only=True).text.split("\ncwd: ")[1]
+    assert "--- stdout: new since byte 6: 7 bytes (" in new and "\nsecond\n" in new and "first" not in new
+    assert "nothing new" in call(tools, "status", id="grow", new_only=True, stream="stdout").text
+
+
+def test_grep_and_window_views_and_stream(agent_tools):
+    tools, engine = agent_tools
+    call(tools, "run", cmd="seq 1 20000; echo 'E: broken' >&2", name="seq", wait_seconds=20)
+    res = call(tools, "status", id="seq", grep="^1234[0-9]$", context=1)
+    assert "--- grep '^1234[0-9]$' in stdout: 10 matching lines ---" in res.text
+    assert "stdout:12339- 12339\nstdout:12340: 12340" in res.text and res.data["view"]["streams"]["stdout"]["matches"] == 10
+    res = call(tools, "status", id="seq", from_line=19999, max_lines=5, stream="stdout")
+    assert "--- stdout lines 19999-20000 (the end of the output) ---\n19999: 19999\n20000: 20000\n" in res.text
+    assert "stderr" not in res.text.split("cwd:")[1]
+    assert "E: broken" in call(tools, "status", id="seq", stream="stderr").text
+
+
+def test_status_of_several_ids_answers_when_the_first_ends(agent_tools, todos):
+    tools, engine = agent_tools
+    call(tools, "run", cmd="sleep 0.3; exit 4", name="quick", wait_seconds=0)
+    call(tools, "run", cmd="sleep 30", name="slow", wait_seconds=0)
+    res = call(tools, "status", ids=["slow", "quick"], wait_seconds=20)
+    lines = res.text.splitlines()
+    assert lines[0].startswith("id=slow status=running") and lines[1].startswith("id=quick status=done exit_code=4")
+    assert res.data["ended"] == ["quick"] and "ended: quick" in res.text
+    assert not [c for c in todos.for_key("quick") if c[0] == "upsert" and "status=done" in c[2]]  # delivered inline
+    call(tools, "kill", id="slow", force=True)
+
+
+def test_wait_for_ends_the_wait_at_a_new_matching_line(agent_tools, todos):
+    tools, engine = agent_tools
+    res = call(tools, "run", cmd="echo booting; sleep 0.3; echo 'listening on :8080'; sleep 30", name="web",
+               wait_for="listening on", wait_seconds=20)
+    assert res.text.startswith("task started: id=web\nstatus=running")
+    assert "wait_for matched (web, stdout line 2): listening on :8080" in res.text
+    assert res.data["wait"]["waited"] < 15 and todos.wait_upserts("web")[0]["data"]["status"] == "running"
+    # status: only a line written after the call counts
+    res = call(tools, "status", id="web", wait_for="listening", wait_seconds=0.5)
+    assert "wait_for 'listening': no new line matched" in res.text and res.data["status"] == "running"
+    call(tools, "kill", id="web", force=True)
+    ended = call(tools, "run", cmd="echo nothing here", name="none", wait_for="never", wait_seconds=20)
+    assert ended.data["status"] == "done" and "no new line matched" in ended.text
