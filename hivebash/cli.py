@@ -142,12 +142,54 @@ def run_cmd(client: DaemonClient, cmd: tuple[str, ...], name: str | None, timeou
 @main.command("status")
 @click.argument("task_id", metavar="ID")
 @click.option("--wait", "wait_seconds", type=click.FloatRange(min=0), help="Wait up to this many seconds for the end.")
+@click.option("--wait-for", metavar="REGEX", help="With --wait: also stop waiting at a new output line matching REGEX.")
+@click.option("--grep", metavar="REGEX", help="Show the matching lines of the whole output, numbered.")
+@click.option("--context", type=click.IntRange(0, 10), help="With --grep: lines shown around each match.")
+@click.option("--from-line", type=click.IntRange(min=1), help="Show numbered lines from this one (the first is 1).")
+@click.option("--max-lines", type=click.IntRange(1, 500), help="With --from-line: how many lines [default: 40].")
+@click.option("--stream", type=click.Choice(["stdout", "stderr"]), help="Only this stream.")
+@click.option("--new-only", is_flag=True, default=None,
+              help="Only what the agent has not been shown yet (your look does not change that).")
 @json_option
 @click.pass_obj
-def status_cmd(client: DaemonClient, task_id: str, wait_seconds: float | None, as_json: bool) -> None:
-    """Show a task's status, resources and the tails of its output."""
-    show(client.call("status", {"id": task_id, "wait_seconds": wait_seconds}, as_json=as_json, wait=wait_seconds or 0),
-         as_json)
+def status_cmd(client: DaemonClient, task_id: str, wait_seconds: float | None, as_json: bool, **view: Any) -> None:
+    """Show a task's status, resources and the tails of its output, or a view of the whole output.
+
+    \b
+    hive-bash status build --grep 'error|FAILED' --context 2
+    hive-bash status build --from-line 5000 --max-lines 40
+    hive-bash status build --stream stderr
+
+    Your look is the operator's: it never clears the agent's todo of the task."""
+    args = {"id": task_id, "wait_seconds": wait_seconds} | view
+    show(client.call("status", args, as_json=as_json, wait=wait_seconds or 0), as_json)
+
+
+@main.command("wait")
+@click.argument("task_ids", metavar="ID...", nargs=-1, required=True)
+@click.option("--timeout", "wait_seconds", type=click.FloatRange(min=0), default=30.0, show_default=True,
+              help="Seconds to wait (the daemon caps one wait at 30; longer waits are made of several).")
+@click.option("--wait-for", metavar="REGEX", help="Also stop at a new output line matching REGEX.")
+@json_option
+@click.pass_obj
+def wait_cmd(client: DaemonClient, task_ids: tuple[str, ...], wait_seconds: float, wait_for: str | None,
+             as_json: bool) -> None:
+    """Wait until the first of the tasks ends (or a line matches --wait-for); one line per task.
+
+    Exits with the first ended task's code (as `run --wait`), 0 if none ended in time."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        step = min(max(0.0, deadline - time.monotonic()), 30.0)
+        result = client.call("status", {"ids": list(task_ids), "wait_seconds": step, "wait_for": wait_for},
+                             as_json=as_json, wait=step)
+        data = result.data
+        if data.get("ended") or (data.get("wait_for") or {}).get("matched") or deadline - time.monotonic() <= 0:
+            break
+        if data.get("wait", {}).get("skipped"):  # the daemon had no wait slot: do not spin
+            time.sleep(FOLLOW_STEP)
+    show(result, as_json)
+    ended = [t for t in data.get("tasks", []) if t.get("id") in set(data.get("ended") or ())]
+    sys.exit(_exit_for(ended[0]) if ended else 0)
 
 
 @main.command("kill")

@@ -446,8 +446,8 @@ def tail(sources: list[Source], starts: dict[str, int] | None = None, budget: in
         read_to[src.stream] = size
         new = f"new since byte {start}: " if starts is not None else ""
         if not text:
-            what = "nothing new" if starts is not None else "empty"
-            head = f"--- {src.stream}: {what} ({size} bytes, {src.path}) ---"
+            head = (f"--- {src.stream}: nothing new ({size} bytes, {src.path}) ---" if starts is not None
+                    else f"--- {src.stream}: empty ---")
         elif first > start:
             head = (f"--- {src.stream}: {new}last {size - first} of {size - start} bytes ({first - start} elided: "
                     f"grep or from_line read them; file {src.path}) ---")

@@ -50,11 +50,11 @@ NORMALIZE_PATTERNS = [
 GENERATED_ID = "3fa9c1d2"
 
 
-def call(url: str, tool: str, ids: dict[str, str] | None = None, **arguments) -> str:
-    """The call and its answer; a generated task id goes into `ids` (to be set to one fixed id)."""
+def call(url: str, tool: str, id_map: dict[str, str] | None = None, **arguments) -> str:
+    """The call and its answer; a generated task id goes into `id_map` (to be set to one fixed id)."""
     text, result = shown_call(url, tool, arguments)
-    if ids is not None:
-        ids[result.data["id"]] = GENERATED_ID
+    if id_map is not None:
+        id_map[result.data["id"]] = GENERATED_ID
     return text
 
 

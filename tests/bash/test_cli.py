@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from hivebash.cli import main
+from daemon_harness import sink_todos
 from hivebash_testkit import marked_processes, wait_until
 
 DAEMON = str(Path(sys.executable).parent / "hive-bash-daemon")
@@ -131,3 +132,23 @@ def test_official_python_client_sees_four_tools_and_text_results(bash_daemon):
     assert done.content[0].text.startswith("id=sdk status=done exit_code=0") and "\nvia-sdk\n" in done.content[0].text
     assert bad.is_error is True and "timeout_secs: must be >= 1" in bad.content[0].text
     assert listed.content[0].text.startswith("tasks=1 shown=1")
+
+
+def test_operator_views_and_wait_never_clear_the_agents_todo(bash_daemon, sink):
+    d = bash_daemon("--agent-socket", str(sink))
+    hb(d, "run", "--name", "logs", "seq 1 3000; echo 'E: failed at 1500' >&2")
+    assert wait_until(lambda: any(t["key"] == "logs" and "status=done" in t["summary"] for t in sink_todos(sink, strict=False)))
+    code, out = hb(d, "status", "logs", "--grep", "^150[0-9]$", "--context", "1")
+    assert code == 0 and "stdout:1500: 1500" in out and "stdout:1499- 1499" in out
+    code, out = hb(d, "status", "logs", "--from-line", "2999", "--max-lines", "5", "--stream", "stdout")
+    assert code == 0 and "2999: 2999\n3000: 3000\n" in out
+    code, out = hb(d, "status", "logs", "--new-only", "--stream", "stderr")
+    assert code == 0 and "E: failed at 1500" in out
+    assert hb(d, "tail", "logs")[0] == 0 and hb(d, "list")[0] == 0
+    hb(d, "run", "--name", "slow", "sleep 300")
+    hb(d, "run", "--name", "quick", "sleep 0.3; exit 5")
+    code, out = hb(d, "wait", "slow", "quick", "--timeout", "20")
+    assert code == 5 and out.splitlines()[1].startswith("id=quick status=done exit_code=5") and "ended: quick" in out
+    hb(d, "kill", "--force", "slow")
+    todos = {t["key"]: t for t in sink_todos(sink)}
+    assert "status=done" in todos["logs"]["summary"] and "status=done" in todos["quick"]["summary"]

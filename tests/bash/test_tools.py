@@ -126,3 +126,21 @@ def test_engine_refusals_are_error_results(tools, engine, tmp_path):
     assert res.is_error and ("is still pending" in res.text or "is still running" in res.text), res.text
     call(tools, "kill", id="busy", force=True)
     assert wait_until(lambda: engine.status("busy").view.task.terminal)
+
+
+DESCRIPTION_BOUND = 1000  # characters: a description the model reads whole, every session
+
+
+def test_descriptions_teach_and_stay_short(tools, engine, capsys):
+    listing = {t["name"]: t for t in tools.listing()}
+    with capsys.disabled():
+        print("\ntool description sizes (characters): " + ", ".join(
+            f"{name} {len(t['description'])}" for name, t in listing.items()) +
+            f"; whole listing {len(str(tools.listing()))}")
+    assert all(len(t["description"]) <= DESCRIPTION_BOUND for t in listing.values())
+    run, status = listing["run"]["description"], listing["status"]["description"]
+    assert engine.default_cwd in run and "fresh `bash -c CMD`" in run and "`cd` or `export`" in run
+    assert "replaces that task and its output files" in run and "wait_for" in run
+    for example in ('`grep: "error|FAIL"`', "`context: 2`", "`from_line: 5000, max_lines: 40`", '`stream: "stderr"`',
+                    "`new_only: true`", '`ids: ["a", "b"]`', '`wait_for: "regex"`'):
+        assert example in status
