@@ -19,6 +19,7 @@ Check = Callable[[Any], bool]
 ANNOTATIONS = frozenset({"description", "title", "default", "examples", "$comment", "deprecated", "readOnly",
                          "writeOnly"})
 OBJECT_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties"}) | ANNOTATIONS
+ARRAY_KEYWORDS = frozenset({"type", "items", "minItems", "maxItems", "uniqueItems"}) | ANNOTATIONS
 PROPERTY_KEYWORDS = frozenset({"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
                                "maxLength", "pattern", "enum"}) | ANNOTATIONS
 
@@ -74,6 +75,8 @@ def compile_quick_check(schema: Any) -> Callable[[dict], bool] | None:
 
 
 def _compile_property(sub: Any) -> Check | None:
+    if isinstance(sub, dict) and sub.get("type") == "array":
+        return _compile_array(sub)
     if not isinstance(sub, dict) or not set(sub) <= PROPERTY_KEYWORDS or "type" not in sub:
         return None
     is_type = TYPES.get(sub["type"]) if isinstance(sub["type"], str) else None
@@ -93,6 +96,23 @@ def _compile_property(sub: Any) -> Check | None:
     if any(c is None for c in checks):
         return None
     return lambda v: all(check(v) for check in checks)
+
+
+def _compile_array(sub: dict) -> Check | None:
+    """A list of items of one flat schema (bash status `ids`); uniqueness only of strings (as jsonschema
+    compares them: plain equality)."""
+    low, high, unique = sub.get("minItems", 0), sub.get("maxItems"), sub.get("uniqueItems", False)
+    if not set(sub) <= ARRAY_KEYWORDS or not _is_integer(low) or not (high is None or _is_integer(high)):
+        return None
+    item = _compile_property(sub.get("items"))
+    if item is None or not isinstance(unique, bool) or unique and sub["items"].get("type") != "string":
+        return None
+
+    def check(value: Any) -> bool:
+        return (isinstance(value, list) and low <= len(value) and (high is None or len(value) <= high)
+                and all(item(x) for x in value) and (not unique or len(set(value)) == len(value)))
+
+    return check
 
 
 def _number_bounds(sub: dict) -> list[Check | None]:

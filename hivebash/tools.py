@@ -169,7 +169,7 @@ LIST = dict(
 # ----- handlers -----------------------------------------------------------------------------------------------
 
 
-def build_registry(engine: Engine) -> ToolRegistry:
+def build_registry(engine: Engine | None) -> ToolRegistry:
     """The four tools bound to one engine."""
 
     def guarded(fn):
@@ -204,10 +204,11 @@ def build_registry(engine: Engine) -> ToolRegistry:
         views, total = engine.list(state=args.get("state"), limit=args.get("limit", 50))
         return list_result(views, total, args.get("state"))
 
+    # engine None: the declarations only (tests/robustness reads the schemas without an engine)
+    cwd, notices = (engine.default_cwd, engine.notices) if engine is not None else ("the daemon's directory", True)
     return ToolRegistry([
-        Tool(handler=guarded(run), title="Run a shell command in the background",
-             **run_tool(engine.default_cwd, engine.notices)),
-        Tool(handler=guarded(status), title="Status and output of background tasks", **status_tool(engine.notices),
+        Tool(handler=guarded(run), title="Run a shell command in the background", **run_tool(cwd, notices)),
+        Tool(handler=guarded(status), title="Status and output of background tasks", **status_tool(notices),
              annotations={"readOnlyHint": True}),
         Tool(handler=guarded(kill), title="Stop a background task", **KILL, annotations={"destructiveHint": True}),
         Tool(handler=guarded(list_), title="List background tasks", **LIST, annotations={"readOnlyHint": True}),
