@@ -90,3 +90,33 @@ def test_agent_starts_a_subagent_whose_answer_arrives_as_a_todo(stack, sink, tmp
     assert "helper" in text and "running" in text, text
     todo = wait_todo(sink, "subagent", "helper", "completed", seconds=90)
     assert "nested answer 42" in todo["body"]
+
+
+def _bounded(text: str) -> str:
+    assert len(text.encode()) < 8 * 1024, f"an answer of {len(text.encode())} bytes reached the model"
+    return text
+
+
+def test_agent_finds_reads_around_and_waits_through_the_views(stack):
+    """Issue 13's whole path through real claude: grep a 100 MB output for a marker at line 5,000, read around
+    it with from_line, wait on two tasks with ids, start a server with wait_for on its ready line."""
+    filler = "yes 'filler output line with some ordinary text in it, nothing to see here 0123456789'"
+    big = f"{{ {filler} | head -n 4999; echo MARKER-5000 found; {filler} | head -c 100000000; }}"
+    text = _bounded(stack('MOCK:tool=mcp__bash__run ' + json.dumps({"cmd": big, "name": "big", "wait_seconds": 30})))
+    assert text.startswith("id=big status=done exit_code=0"), text
+    text = _bounded(stack('MOCK:tool=mcp__bash__status {"id": "big", "grep": "MARKER"}'))
+    assert "--- grep 'MARKER' in stdout: 1 matching line ---\nstdout:5000: MARKER-5000 found\n" in text, text
+    text = _bounded(stack('MOCK:tool=mcp__bash__status {"id": "big", "from_line": 4999, "max_lines": 3}'))
+    assert "4999: filler output line" in text and "5000: MARKER-5000 found" in text and "5001: filler" in text, text
+
+    stack('MOCK:tool=mcp__bash__run {"cmd": "sleep 0.5; exit 3", "name": "first", "wait_seconds": 0}')
+    stack('MOCK:tool=mcp__bash__run {"cmd": "sleep 60", "name": "second", "wait_seconds": 0}')
+    text = _bounded(stack('MOCK:tool=mcp__bash__status {"ids": ["first", "second"], "wait_seconds": 20}'))
+    assert "id=first status=done exit_code=3" in text and "id=second status=running" in text, text
+    assert "ended: first" in text
+
+    server = {"cmd": "echo booting; sleep 0.5; echo 'ready: listening on 127.0.0.1:8080'; sleep 60", "name": "server",
+              "wait_for": "ready: listening", "wait_seconds": 20}
+    text = _bounded(stack("MOCK:tool=mcp__bash__run " + json.dumps(server)))
+    assert text.startswith("task started: id=server\nstatus=running"), text
+    assert "wait_for matched (server, stdout line 2): ready: listening on 127.0.0.1:8080" in text
