@@ -247,7 +247,7 @@ def next_step(task_id: str, notices: bool) -> str:
 def many_result(outcome: ManyOutcome) -> ToolResult:
     """`status(ids=[...])`: one line per task, then how the wait went."""
     facts, wait = wait_facts(outcome.first)
-    lines = [f"{facts_line(v)} cmd: {shorten(v.task.cmd, 60)}" for v in outcome.views]
+    lines = [f"{facts_line(v)} cmd: {one_line(v.task.cmd, 60)}" for v in outcome.views]
     ended = [v.task.id for v in outcome.views if v.task.terminal]
     tail = (f"ended: {' '.join(ended)}; status(id=...) shows a task's output" if ended
             else f"none ended in {outcome.first.waited:.2f}s")
