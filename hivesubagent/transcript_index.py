@@ -164,7 +164,12 @@ class TranscriptIndex:
                 fresh = _Entry(_Mark(st.st_dev, st.st_ino, 0, 0, 0, b""), None, TranscriptReader(Path(path)))
                 entry = self._read_on(fresh, fd, st)
             elif continued:
+                name = entry.name
                 entry = self._names_on(entry, fd, st)
+                if entry.name == name:
+                    # Not worth saving: after a restart, the appended bytes are searched again from the old
+                    # offset, in C. So the agent's own growing session does not rewrite the index file.
+                    return entry
             else:
                 entry = self._decide_name(fd, st)
             self._entries[path] = entry

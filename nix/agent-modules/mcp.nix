@@ -162,7 +162,8 @@ in
       default = units.daemons.subagent.stateDirectory;
       description = ''
         Name of hive-subagent-daemon's state directory under /var/lib (StateDirectory=, mode 0700): the todo
-        outbox. Sessions themselves are claude's own transcripts under the user's HOME.
+        outbox and transcript-index.json (what it last read of claude's transcripts, a cache checked before
+        use). Sessions themselves are claude's own transcripts under the user's HOME.
       '';
     };
 

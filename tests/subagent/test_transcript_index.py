@@ -157,14 +157,17 @@ def test_a_foreign_transcript_is_never_read_whole(store, monkeypatch):
     assert store.title(path) is None
     assert sum(read) <= HEAD_BYTES + TAIL_BYTES + transcript_index.FINGERPRINT_BYTES
     read.clear()
+    version = store.index.version
     grown = line("answer", 9999)
     write(path, grown)
     assert store.title(path) is None
     assert sum(read) <= len(grown) + 2 * transcript_index.FINGERPRINT_BYTES  # what was appended, and the fingerprints
+    assert store.index.version == version  # nothing worth saving again (index_file.py)
     read.clear()
     write(path, *turn(10000, "adopted"))  # a title appended later names it
     assert store.title(path) == "adopted"
     assert sum(read) < 2000
+    assert store.index.version > version
 
 
 def test_the_name_is_decided_from_the_tail_or_else_the_head(store):
