@@ -33,7 +33,7 @@ DEFAULT_PORT = 7711
 FOLLOW_STEP = 1.0  # seconds: `tail -f` waits this long on the daemon's condition between reads
 EXIT_CODES = (
     (0, "the call worked (for `run`: the task still runs, or finished with exit code 0)"),
-    ("N", "`run --wait` / `tail -f` saw the task finish: its own exit code"),
+    ("N", "`run --wait` / `tail -f` / `wait` saw the task finish: its own exit code"),
     (124, "the task timed out"),
     (125, "the task was interrupted (a daemon restart)"),
     (137, "the task was killed"),
@@ -153,7 +153,7 @@ def run_cmd(client: DaemonClient, cmd: tuple[str, ...], name: str | None, timeou
 @json_option
 @click.pass_obj
 def status_cmd(client: DaemonClient, task_id: str, wait_seconds: float | None, as_json: bool, **view: Any) -> None:
-    """Show a task's status, resources and the tails of its output, or a view of the whole output.
+    """Show a task's status and output tails, or a view of it.
 
     \b
     hive-bash status build --grep 'error|FAILED' --context 2
@@ -174,7 +174,9 @@ def status_cmd(client: DaemonClient, task_id: str, wait_seconds: float | None, a
 @click.pass_obj
 def wait_cmd(client: DaemonClient, task_ids: tuple[str, ...], wait_seconds: float, wait_for: str | None,
              as_json: bool) -> None:
-    """Wait until the first of the tasks ends (or a line matches --wait-for); one line per task.
+    """Wait for the first of the tasks to end; one line per task.
+
+    With --wait-for, a new output line matching REGEX ends the wait too.
 
     Exits with the first ended task's code (as `run --wait`), 0 if none ended in time."""
     deadline = time.monotonic() + wait_seconds
