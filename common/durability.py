@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 ALWAYS, BATCHED = "always", "batched"
 MODES = (BATCHED, ALWAYS)
+AWAKE_WINDOWS = 10  # empty windows the flusher waits through before it needs a wake-up again
 
 
 class Flusher:
@@ -52,6 +53,7 @@ class Flusher:
         self._handed = 0  # files released in `batched` mode so far
         self._flushed_upto = 0  # of those, how many are on the disk (what `wait_flushed` watches)
         self._thread: threading.Thread | None = None
+        self._directory_fd: int | None = None
 
     def before_rename(self, fd: int) -> None:
         """The file's data is written; in `always` mode it is flushed now, before its name is published."""
@@ -100,23 +102,28 @@ class Flusher:
             thread = self._thread
         if thread is not None:
             thread.join(30)
+        with self._lock:
+            if self._directory_fd is not None:
+                os.close(self._directory_fd)
+                self._directory_fd = None
 
     def _run(self) -> None:
         while True:
             with self._lock:
-                if not self._batch and not self._closing:
-                    # Stay awake one window more before going idle: while calls keep coming, none of them
-                    # has to wake this thread (a wake-up on a call's path is a GIL hand-off there).
+                for _ in range(AWAKE_WINDOWS):
+                    # Stay awake a few windows before going idle: while calls keep coming, none of them has
+                    # to wake this thread (a wake-up on a call's path is a thread hand-off there).
+                    if self._batch or self._closing:
+                        break
                     self._wake.wait(self.window)
                 while not self._batch and not self._closing:
                     self._idle = True
                     self._wake.wait()
                 self._idle = False
+                deadline = self._oldest + self.window
+                while not self._closing and (left := deadline - time.monotonic()) > 0:
+                    self._wake.wait(left)  # collect the batch: every file handed over meanwhile shares its flush
                 closing = self._closing
-                wait = self._oldest + self.window - time.monotonic()
-            if wait > 0 and not closing:
-                time.sleep(wait)  # collect the batch: every file handed over meanwhile shares its flush
-            with self._lock:
                 batch, self._batch = self._batch, []
                 upto = self._handed
             self._flush_now(batch)
@@ -139,13 +146,15 @@ class Flusher:
 
     def _sync_directory(self) -> None:
         try:
-            fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError as exc:
-            log.error("cannot open %s to flush its entries: %s", self.directory, exc.strerror or exc)
-            return
-        try:
-            os.fsync(fd)
+            if self._directory_fd is None:  # opened once: two syscalls fewer a batch
+                fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                if self._closing:  # the last flushes: nobody would close it
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+                    return
+                self._directory_fd = fd
+            os.fsync(self._directory_fd)
         except OSError as exc:
             log.error("cannot flush the entries of %s: %s", self.directory, exc.strerror or exc)
-        finally:
-            os.close(fd)
