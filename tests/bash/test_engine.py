@@ -270,8 +270,9 @@ def test_peak_rss_is_shown_only_above_the_daemons_own_peak(engine):
     big = engine.run("python3 -c 'b = b\"x\" * (400 << 20)'", wait_seconds=30).view
     assert big.task.result.rusage.max_rss_exact and big.to_dict()["rusage"]["max_rss_bytes"] >= 400 << 20
     assert "max_rss=4" in facts_line(big)
-    small = engine.run("true", wait_seconds=30).view  # inherits the daemon's high-water mark at exec
-    assert not small.task.result.rusage.max_rss_exact and small.to_dict()["rusage"]["max_rss_bytes"] is None
+    for _ in range(5):  # inherits the daemon's memory at the fork, below its peak read after it: never exact
+        small = engine.run("true", wait_seconds=30).view
+        assert not small.task.result.rusage.max_rss_exact and small.to_dict()["rusage"]["max_rss_bytes"] is None
     assert "max_rss" not in facts_line(small) and "cpu=" in facts_line(small)
 
 
