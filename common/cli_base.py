@@ -7,6 +7,7 @@ units set), its token (read with the daemon's own 0600 check), --json, and exit 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from importlib import metadata
@@ -53,6 +54,7 @@ class _OneLineErrors:
             where = f" ({exc.filename})" if exc.filename else ""
             raise click.ClickException(f"{exc.strerror or exc}{where}") from None
         except Exception as exc:  # noqa: BLE001 - the promise is one line, never a traceback
+            logging.getLogger(__name__).debug("the traceback of %r", exc, exc_info=True)  # --log-level debug shows it
             raise click.ClickException(f"unexpected {type(exc).__name__}: {exc}") from None
 
 
