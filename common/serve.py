@@ -20,7 +20,8 @@ import click
 from waitress.server import create_server
 
 from common.config import ServerSettings
-from common.http_guard import is_loopback_address
+from common.http_guard import is_loopback_address, read_token_file
+from common.safe_files import create_fresh
 from common.waiting import Doorbell
 
 log = logging.getLogger(__name__)
@@ -54,9 +55,17 @@ def check_bind_is_safe(settings: ServerSettings) -> None:
         )
 
 
+def check_can_serve(settings: ServerSettings) -> None:
+    """Every refusal the settings alone decide (bind address without a token, an unusable token file): run
+    before the state directory is claimed or anything in it recovered, so a refused start touches nothing."""
+    check_bind_is_safe(settings)
+    if settings.token_file is not None:
+        read_token_file(settings.token_file)
+
+
 def write_ready_file(path: Path, url: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = create_fresh(str(tmp), os.O_WRONLY, 0o600)
     with os.fdopen(fd, "w") as fh:
         json.dump({"url": url, "pid": os.getpid()}, fh)
         fh.flush()

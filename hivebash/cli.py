@@ -6,6 +6,7 @@ same readable text the model reads, or the exact data with --json. Its exit code
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import resource
@@ -50,7 +51,8 @@ def daemon_main(**options: Any) -> None:
     """Serve the background-shell tools (run, status, kill, list) over MCP streamable HTTP at /mcp."""
     from common.todos.delivery import TodoDelivery
     from common.mcp_http import McpApp
-    from common.serve import serve_daemon
+    from common.serve import check_can_serve, serve_daemon
+    from common.state_dir import claim_state_dir
 
     from .engine import Engine
     from .reaper import become_subreaper
@@ -58,6 +60,10 @@ def daemon_main(**options: Any) -> None:
 
     settings = settings_from_options(BashSettings, options)
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Every check that can refuse the start, then the lock, before anything on disk is read or recovered.
+    check_can_serve(settings)
+    state = claim_state_dir(settings.state_dir, "bash")
+    settings = dataclasses.replace(settings, state_dir=state.path)
     _raise_fd_limit()
     # Before any task starts: orphans of tasks (setsid escapees, & children of a finished shell) must be
     # re-parented to us, not to init, so a kill can find and stop them.

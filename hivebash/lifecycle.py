@@ -169,11 +169,15 @@ class Lifecycle:
             if entry is not None:
                 entry.leader_exited = True  # from now on the group id is not signalled by kill()
 
-    def on_ended(self, task: Task, status: int, rusage: Rusage, duration: float, leftovers: list[ProcInfo]) -> None:
+    def on_ended(self, task: Task, status: int, rusage: Rusage, duration: float, leftovers: list[ProcInfo],
+                 failure: str | None = None) -> None:
+        """`failure`: the worker could not supervise the task and stopped it (runner._stop_after_failure)."""
         code, signalled = T.exit_status(status)
         with self.tasks_changed:
             if self.table.closing:
                 state, note = T.INTERRUPTED, "interrupted: the daemon shut down"
+            elif failure:
+                state, note = T.KILLED, f"killed: {failure}"
             else:
                 state, note = T.end_state(task, signalled)
             T.transition(task, state, TaskResult(ended_at=time.time(), duration=duration, exit_code=code,

@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 # stop the task's processes (and Engine.start then says the task was running when it finds them).
 RUNNING_RECORD_DELAY = 0.05
 
+# The longest single wait of a worker, in ms. poll() takes a C int of milliseconds: a timeout_secs above
+# 2,147,483 s overflowed it and killed the worker. Longer deadlines are reached by waiting again.
+MAX_POLL_MS = 3_600_000
+
 
 class RunnerHooks(Protocol):
     """What the engine does at each step of a task's life (it holds its lock, transitions, persists)."""
@@ -58,7 +62,8 @@ class RunnerHooks(Protocol):
 
     def on_leader_exited(self, task: Task) -> None: ...
 
-    def on_ended(self, task: Task, status: int, rusage: Rusage, duration: float, leftovers: list[ProcInfo]) -> None: ...
+    def on_ended(self, task: Task, status: int, rusage: Rusage, duration: float, leftovers: list[ProcInfo],
+                 failure: str | None = None) -> None: ...
 
 
 
@@ -119,6 +124,9 @@ class TaskRunner:
         self._done = threading.Event()
         self._proc: subprocess.Popen | None = None  # spawned by `start`, supervised by the worker
         self._failure: str | None = None  # why `start` could not spawn it
+        self._broken: str | None = None  # why the task, spawned, cannot be supervised (it is stopped)
+        self._started = 0.0  # monotonic time of the spawn
+        self._ended = False  # the hooks were told how the task ended: a later failure must not end it again
 
     def start(self) -> None:
         """Called once, by whoever took the task from the queue, after it released the engine's lock: the
@@ -126,10 +134,14 @@ class TaskRunner:
         worker's wake-up thus overlaps the process's own start instead of delaying it: on a busy machine a
         woken thread waits for a core, and that wait was on the path of every run() (scripts/bench.py)."""
         try:
-            self._proc = self._spawn()
-        except Exception:  # reported by the worker, like every other failure to start
+            if self._spawn() is not None:
+                self.hooks.on_spawned(self.task, self._proc.pid, self._started)
+        except Exception as exc:  # reported by the worker, like every other failure to start
             log.exception("starting task %s failed", self.task.id)
-            self._failure = "internal error while starting the task (see the daemon log)"
+            if self._proc is None:
+                self._failure = "internal error while starting the task (see the daemon log)"
+            else:  # it runs: the worker stops it
+                self._broken = _worker_failed(exc)
         self.pool.submit(self._main)
 
     def join(self, timeout: float) -> bool:
@@ -153,15 +165,16 @@ class TaskRunner:
             if self._poked:
                 os.eventfd_write(wake, 1)
                 self._rung = True
+        proc, self._proc = self._proc, None
         try:
-            proc, self._proc = self._proc, None
             if self._failure is not None:
                 self.hooks.on_spawn_failed(self.task, self._failure)
             elif proc is not None:
-                self._supervise(proc)
+                self._supervise_or_stop(proc)
         except Exception:  # a worker must never die silently: the task would stay "running" forever
             log.exception("worker of task %s failed", self.task.id)
-            self.hooks.on_spawn_failed(self.task, "internal error in the worker (see the daemon log)")
+            if proc is None:
+                self.hooks.on_spawn_failed(self.task, "internal error in the worker (see the daemon log)")
         finally:
             with self._wake_lock:
                 self._wake = None
@@ -172,6 +185,44 @@ class TaskRunner:
             self.outputs = None
             thread.name = pooled_name
             self._done.set()
+
+    def _supervise_or_stop(self, proc: subprocess.Popen) -> None:
+        """Supervise the task to its end; if the worker fails once the process runs, stop the task instead."""
+        reason = self._broken
+        if reason is None:
+            try:
+                self._supervise(proc)
+                return
+            except Exception as exc:
+                log.exception("worker of task %s failed while supervising pid %d", self.task.id, proc.pid)
+                reason = _worker_failed(exc)
+        if not self._ended:
+            self._stop_after_failure(proc, reason)
+
+    def _stop_after_failure(self, proc: subprocess.Popen, reason: str) -> None:
+        """The task's process runs but its worker cannot supervise it: stop every process of the task, reap
+        the leader and record the end as `killed`, saying why (never "failed to start": it did start)."""
+        task = self.task
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # its own group (start_new_session); the unreaped leader holds the id
+        except OSError:
+            pass
+        try:
+            self._signal_task(signal.SIGKILL)  # the escapees too, when the process table can be read
+        except Exception:
+            log.exception("task %s: cannot look for its escaped processes", task.id)
+        status, rusage = signal.SIGKILL, Rusage(0.0, 0.0, 0, max_rss_exact=False)
+        if proc.returncode is None:
+            try:
+                _, status, usage = os.wait4(proc.pid, 0)
+                proc.returncode = status
+                rusage = Rusage(usage.ru_utime, usage.ru_stime, usage.ru_maxrss * 1024, max_rss_exact=False)
+            except ChildProcessError:
+                pass
+        self.reaper.drop_leader(proc.pid)
+        self._ended = True
+        self.hooks.on_ended(task, status, rusage, time.monotonic() - (task.started_mono or self._started), [],
+                            failure=reason)
 
     def _spawn(self) -> subprocess.Popen | None:
         """The task's process, or None with `_failure` saying why (the worker reports it: reporting here
@@ -188,13 +239,13 @@ class TaskRunner:
             self.reaper.begin_spawn()
             proc = None
             try:
-                proc = subprocess.Popen(
+                proc = self._proc = subprocess.Popen(
                     ["bash", "-c", task.cmd], executable=launcher.bash, stdin=launcher.devnull, stdout=out,
                     stderr=err, cwd=task.cwd, env=env, start_new_session=True, close_fds=True,
                 )
             finally:
                 self.reaper.end_spawn(proc.pid if proc is not None else None, task.marker)
-            started = time.monotonic()
+            self._started = time.monotonic()
         except OSError as exc:
             self._failure = f"cannot start bash: {exc}"
             return None
@@ -203,7 +254,6 @@ class TaskRunner:
             os.close(err)
         # The leader stays our unreaped child until `_supervise` has swept its group, so its pid names it:
         # no start time is read (that was a psutil read of /proc/<pid>/stat and /proc/stat on every task).
-        self.hooks.on_spawned(task, proc.pid, started)
         return proc
 
     def _supervise(self, proc: subprocess.Popen) -> None:
@@ -228,6 +278,7 @@ class TaskRunner:
         rusage = Rusage(usage.ru_utime, usage.ru_stime, peak, max_rss_exact=peak > daemon_peak)
         if not stopping:
             leftovers = self._survivors(exited_at)
+        self._ended = True
         self.hooks.on_ended(task, status, rusage, exited_at - (task.started_mono or exited_at), leftovers)
 
     def _survivors(self, exited_at: float) -> list[ProcInfo]:
@@ -256,7 +307,7 @@ class TaskRunner:
             target = hard_deadline if hard_deadline is not None else deadline
             if record_at is not None:
                 target = record_at if target is None else min(target, record_at)
-            timeout_ms = None if target is None else max(0.0, (target - now) * 1000)
+            timeout_ms = MAX_POLL_MS if target is None else min(MAX_POLL_MS, max(0.0, (target - now) * 1000))
             events = dict(poller.poll(timeout_ms))
             if pidfd in events:
                 return time.monotonic()
@@ -322,3 +373,7 @@ class TaskRunner:
     def _timeout_hard_deadline(self) -> float:
         task = self.task
         return (task.started_mono or 0.0) + (task.timeout_secs or 0.0) + self.kill_grace
+
+
+def _worker_failed(exc: Exception) -> str:
+    return f"the daemon's worker failed ({type(exc).__name__}: {exc}); its processes were stopped"

@@ -24,6 +24,7 @@ from typing import Any
 from common.durability import ALWAYS, Flusher
 from common.names import check_name
 from common.terminal_text import readable
+from common.safe_files import NOFOLLOW, NotOurFile, check_own, create_fresh, open_own, read_own
 
 from .task import Task
 
@@ -63,13 +64,18 @@ def read_tail(path: Path, limit: int) -> Tail:
     Plain descriptor calls: Python's buffered `open()` adds an ioctl, two lseeks and an fstat to every read,
     and each syscall of a request thread waits for the GIL again under load."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        # No link followed, no FIFO waited on: a planted file must not put its text in front of the model.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | NOFOLLOW)
     except FileNotFoundError:
         return Tail(str(path), "", 0, 0, 0)
+    except OSError as exc:
+        return Tail(str(path), f"[not shown: {path} cannot be read: {exc.strerror}]", 0, 0, 0)
     try:
-        size = os.fstat(fd).st_size
+        size = check_own(fd, str(path)).st_size
         start = max(0, size - limit)
         data = os.pread(fd, limit, start) if size else b""
+    except NotOurFile as exc:
+        return Tail(str(path), f"[not shown: {path} {exc.strerror}]", 0, 0, 0)
     finally:
         os.close(fd)
     size = max(size, start + len(data))  # the file may have grown between fstat and read
@@ -88,9 +94,9 @@ def _unlink_missing_ok(path: str) -> None:
 def _open_append(path: str) -> int:
     flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
     try:
-        return os.open(path, flags)
+        return open_own(path, flags)
     except FileNotFoundError:
-        return os.open(path, flags | os.O_CREAT, FILE_MODE)
+        return os.open(path, flags | os.O_CREAT | os.O_EXCL | NOFOLLOW, FILE_MODE)
 
 
 class TaskStore:
@@ -131,7 +137,7 @@ class TaskStore:
 
     @staticmethod
     def _create_outputs(base: str) -> tuple[int, int]:
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | NOFOLLOW
         out = os.open(f"{base}.out", flags, FILE_MODE)
         try:
             return out, os.open(f"{base}.err", flags, FILE_MODE)
@@ -163,7 +169,7 @@ class TaskStore:
         final = f"{self.dir}/{task_id}.json"  # plain strings: Path arithmetic was a visible share of a write
         tmp = f"{self.dir}/.{task_id}.json{_TMP_SUFFIX}"
         payload = json.dumps({"version": RECORD_VERSION, **record}, separators=(",", ":")).encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+        fd = create_fresh(tmp, os.O_WRONLY, FILE_MODE)
         try:
             os.write(fd, payload)
             self.flusher.before_rename(fd)
@@ -185,7 +191,7 @@ class TaskStore:
             if not name.endswith(".json"):
                 continue
             try:
-                data = json.loads(entry.read_bytes())
+                data = json.loads(read_own(str(entry)))
                 task = Task.from_dict(data)
                 check_name(task.id, "id")
                 if task.id != name[: -len(".json")]:

@@ -7,6 +7,7 @@ working directory in its state directory (hivesubagent.where).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -49,16 +50,16 @@ def daemon_main(**options: Any) -> None:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from common.todos.delivery import TodoDelivery
     from common.mcp_http import McpApp
-    from common.serve import serve_daemon
+    from common.serve import check_can_serve, serve_daemon
+    from common.state_dir import claim_state_dir
     from hivesubagent.engine import SOURCE, SubagentEngine
     from hivesubagent.tools import build_registry
 
-    state_dir = Path(settings.state_dir)
-    try:
-        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError as exc:  # e.g. the path runs through a regular file, or a read-only mount
-        raise click.ClickException(f"--state-dir {state_dir}: cannot be used: {exc.strerror or exc}") from None
-    todos = TodoDelivery(SOURCE, state_dir, settings.agent_socket)
+    # Every check that can refuse the start, then the lock, before the outbox is read back.
+    check_can_serve(settings)
+    state = claim_state_dir(settings.state_dir, SERVER_NAME)
+    settings = dataclasses.replace(settings, state_dir=state.path)
+    todos = TodoDelivery(SOURCE, state.path, settings.agent_socket)
     try:
         engine = SubagentEngine(settings, todos)
     except ValueError as exc:

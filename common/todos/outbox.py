@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common.safe_files import NOFOLLOW, create_fresh
 from common.todos.wire import os_reason
 
 log = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ class Outbox:
         data = b"".join(json.dumps({"seq": s.seq, "key": s.key, "message": s.message}, ensure_ascii=False)
                         .encode("utf-8", "replace") + b"\n" for s in sorted(self._live.values(), key=lambda s: s.seq))
         self.close()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
+        fd = create_fresh(str(tmp), os.O_WRONLY, FILE_MODE)
         try:
             view = memoryview(data)
             while view:  # a journal of many pending todos can be megabytes: write(2) may take only part
@@ -164,7 +165,8 @@ def read_journal(path: Path) -> dict[str, Stored]:
     """The pending entries a journal describes, by key (no side effect; a missing journal is empty). A line
     that does not parse is skipped with a warning: only a power cut in the middle of a write makes one."""
     try:
-        data = path.read_bytes()
+        with open(os.open(path, os.O_RDONLY | NOFOLLOW), "rb") as f:  # a planted link is an error, not followed
+            data = f.read()
     except FileNotFoundError:
         return {}
     live: dict[str, Stored] = {}
