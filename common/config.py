@@ -39,7 +39,12 @@ class ServerSettings:
         (), "host names", "Extra Host header names to accept besides loopback names (DNS-rebinding protection).", multiple=True
     )
     allowed_origins: tuple[str, ...] = knob(
-        (), "origins", "Extra Origin values to accept (e.g. https://app.example); loopback origins are always accepted.", multiple=True
+        (), "origins", "Extra Origin values to accept (e.g. https://app.example); the daemon's own URL origin is always "
+        "accepted, other ports of this machine are not.", multiple=True
+    )
+    allow_uid: tuple[str, ...] = knob(
+        (), "uids or user names", "Local users allowed to call besides the daemon's own uid (a connection from any other "
+        "uid on this machine gets 403). Repeat for more; the NixOS module fills it with the agent's user.", multiple=True
     )
     threads: int = knob(32, "count", "waitress request threads. Inline waits hold one each (up to 30 s), so keep well above max-inline-waits.")
     max_inline_waits: int = knob(
@@ -47,6 +52,10 @@ class ServerSettings:
     )
     connection_limit: int = knob(200, "count", "Open connections waitress accepts at once (Claude Code reconnects every turn).")
     channel_timeout: int = knob(120, "seconds", "Idle connection timeout; well above the 30 s wait cap.")
+    body_timeout: float = knob(
+        5.0, "seconds", "A request (headers and body) must arrive within this long of its first byte, or the "
+        "connection is closed: a stalled upload costs one connection for seconds, not the idle timeout."
+    )
     max_body_bytes: int = knob(1024 * 1024, "bytes", "Largest request body accepted (413 above it).")
     session_ttl: float = knob(3600.0, "seconds", "Idle handshake-era sessions expire after this (Claude Code never sends DELETE).")
     max_sessions: int = knob(1000, "count", "Most handshake-era sessions kept; the least recently used goes first.")
@@ -72,6 +81,8 @@ class ServerSettings:
             raise click.BadParameter("must be at least 1, or no client can connect", param_hint="--connection-limit")
         if not self.channel_timeout > 0:
             raise click.BadParameter("must be > 0 seconds, or every connection is dropped at once", param_hint="--channel-timeout")
+        if not self.body_timeout > 0:
+            raise click.BadParameter("must be > 0 seconds, or no request can arrive", param_hint="--body-timeout")
 
 
 @dataclass(frozen=True)

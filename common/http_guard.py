@@ -68,6 +68,15 @@ def split_host_header(value: str) -> str | None:
     return host
 
 
+def _origin_port(authority: str) -> str:
+    """The port of a valid `host[:port]` authority, "80" (http's default) when it names none."""
+    if authority.startswith("["):
+        port = authority[authority.find("]") + 1:].removeprefix(":")
+    else:
+        port = authority.partition(":")[2]
+    return str(int(port)) if port else "80"
+
+
 @dataclass(frozen=True)
 class Guard:
     allowed_hosts: frozenset[str]
@@ -88,17 +97,21 @@ class Guard:
         host = split_host_header(host_header)
         return host is not None and host in self.allowed_hosts
 
-    def origin_allowed(self, origin: str | None) -> bool:
-        """No Origin header (every MCP client tried sends none) is fine; a present one must be ours."""
+    def origin_allowed(self, origin: str | None, server_port: str | None) -> bool:
+        """No Origin header (every MCP client tried sends none) is fine; a present one must be the daemon's own
+        URL origin (http, one of its host names, its port) or one of --allowed-origins. Any other port of this
+        machine is another origin: a local dev server's page must not drive the daemon from a browser."""
         if origin is None:
             return True
         origin = origin.strip().rstrip("/").lower()
         if origin in self.allowed_origins:
             return True
         # An Origin is exactly scheme://host[:port] (RFC 6454); anything else (a path, user info, a bracket
-        # followed by more name) is not a loopback origin, however a URL parser would read it.
+        # followed by more name) is not our origin, however a URL parser would read it.
         scheme, sep, authority = origin.partition("://")
-        return bool(sep) and scheme in ("http", "https") and split_host_header(authority) in LOOPBACK_NAMES
+        if not sep or scheme != "http" or split_host_header(authority) not in self.allowed_hosts:
+            return False
+        return _origin_port(authority) == server_port
 
     def token_ok(self, authorization: str | None) -> bool:
         if self.token is None:

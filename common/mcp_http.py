@@ -104,7 +104,7 @@ class McpApp:
         if not self.guard.host_allowed(request.headers.get("Host")):
             # 421 as the SDK's TransportSecurityMiddleware answers: the name is not one this server serves.
             return _plain(421, "Invalid Host header")
-        if not self.guard.origin_allowed(request.headers.get("Origin")):
+        if not self.guard.origin_allowed(request.headers.get("Origin"), request.environ.get("SERVER_PORT")):
             return _plain(403, "Invalid Origin header")
         if request.path == HEALTH_PATH:
             if request.method not in ("GET", "HEAD"):

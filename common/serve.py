@@ -20,6 +20,8 @@ import click
 from waitress.server import create_server
 
 from common.config import ServerSettings
+from common.connection_guard import SWEEP_SECONDS, ConnectionPolicy, allowed_uids
+from common.connection_guard import install as install_connection_guard
 from common.http_guard import is_loopback_address, read_token_file
 from common.safe_files import create_fresh
 from common.waiting import Doorbell
@@ -61,6 +63,7 @@ def check_can_serve(settings: ServerSettings) -> None:
     check_bind_is_safe(settings)
     if settings.token_file is not None:
         read_token_file(settings.token_file)
+    allowed_uids(settings)
 
 
 def write_ready_file(path: Path, url: str) -> None:
@@ -140,7 +143,9 @@ GC_GEN0_THRESHOLD = 20_000
 def _create_server(app, settings: ServerSettings):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # send_bytes: see SEND_BYTES
-        return _create_waitress(app, settings)
+        server = _create_waitress(app, settings)
+    install_connection_guard(server, ConnectionPolicy(allowed_uids(settings), settings.body_timeout))
+    return server
 
 
 def _create_waitress(app, settings: ServerSettings):
@@ -158,6 +163,7 @@ def _create_waitress(app, settings: ServerSettings):
         # environ["waitress.client_disconnected"] (the bash engine then leaves the result as a todo).
         channel_request_lookahead=1,
         send_bytes=SEND_BYTES,
+        cleanup_interval=SWEEP_SECONDS,  # how often a request past --body-timeout is looked for
     )
 
 

@@ -145,7 +145,27 @@ def validate_arguments(schema: dict[str, Any] | Any, arguments: Any) -> dict[str
     errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
     if errors:
         raise ToolArgumentsError("; ".join(f"{_field_path(e)}: {_rule(e)}" for e in errors))
+    _check_encodable(arguments, "")
     return arguments
+
+
+def _check_encodable(value: Any, where: str) -> None:
+    """Refuse text UTF-8 cannot encode: JSON's \\ud800 escapes decode to lone surrogates, which would fail
+    later, deep in a tool (a command line, a file name, a todo), as an internal error."""
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ToolArgumentsError(f"{where or 'arguments'}: holds text that is not valid Unicode (a lone "
+                                         f"surrogate at character {exc.start}); send valid UTF-8 text") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_encodable(key, f"{where} key" if where else "argument name")
+            _check_encodable(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_encodable(item, f"{where}[{index}]")
 
 
 class ToolRegistry:
@@ -188,6 +208,7 @@ class ToolRegistry:
         quick = self._quick[name]
         if quick is not None and isinstance(arguments, dict) and quick(arguments):
             args = arguments
+            _check_encodable(args, "")  # the quick check looks at types and lengths only
         else:
             args = validate_arguments(self._validators[name], arguments)
         try:

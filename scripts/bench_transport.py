@@ -1,5 +1,7 @@
 """Transport: a trivial tools/call round trip over loopback, ours against the official SDK's own server."""
 
+import os
+import socket
 import sys
 import threading
 import time
@@ -71,4 +73,54 @@ def concurrent_clients(ctx):
     return rows
 
 
-BENCHMARKS = [tools_call_round_trip, concurrent_clients]
+def _connection_pair(server: socket.socket) -> tuple[socket.socket, socket.socket]:
+    client = socket.create_connection(server.getsockname())
+    accepted, _ = server.accept()
+    return client, accepted
+
+
+def _per_connection(server: socket.socket, n: int, check) -> list[float]:
+    """`check(accepted)` timed once per fresh loopback connection (connecting and closing are not timed)."""
+    samples = []
+    for _ in range(n):
+        client, accepted = _connection_pair(server)
+        t = time.perf_counter()
+        check(accepted)
+        samples.append(time.perf_counter() - t)
+        client.close()
+        accepted.close()
+    return samples
+
+
+def caller_uid_check(ctx):
+    """What knowing the caller costs each new connection (Claude Code reconnects every turn): the uid lookup
+    the daemons do at accept, beside a new loopback connection itself and the /proc/net/tcp fallback."""
+    from common.connection_guard import ConnectionPolicy
+    from common.peer_uid import peer_uid_proc
+
+    n = ctx.reps(2000, 300)
+    policy = ConnectionPolicy(frozenset({os.geteuid()}), 5.0)
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        def connect_and_close():
+            for sock in _connection_pair(server):
+                sock.close()
+
+        _per_connection(server, 50, policy.refusal)  # warm-up
+        checks, connects = [], []
+        for _ in range(2):  # interleaved halves, as above
+            checks += _per_connection(server, n // 2, policy.refusal)
+            connects += timed(connect_and_close, n // 2)
+        proc = _per_connection(server, max(20, n // 20), lambda s: peer_uid_proc(s.getsockname(), s.getpeername()))
+    med, p99 = percentiles(checks)
+    base_med, base_p99 = percentiles(connects)
+    proc_med, proc_p99 = percentiles(proc)
+    return [
+        Row("transport", "caller uid check per new connection (sock_diag)", "ms", med, p99, len(checks),
+            "new loopback connection", base_med, target="median < 0.2 ms", ok=med < 0.2),
+        Row("transport", "  baseline: connect + accept + close", "ms", base_med, base_p99, len(connects)),
+        Row("transport", "  fallback: the same lookup in /proc/net/tcp", "ms", proc_med, proc_p99, len(proc),
+            note="used only where netlink is refused"),
+    ]
+
+
+BENCHMARKS = [tools_call_round_trip, caller_uid_check, concurrent_clients]

@@ -29,16 +29,15 @@ def test_a_worker_that_fails_after_the_spawn_stops_the_task_and_says_why(engine,
 
 def test_a_worker_that_fails_when_told_of_the_spawn_still_stops_the_task(engine, monkeypatch):
     """Injected too: the engine's own step right after the spawn raising (the task is still pending then)."""
-    original = type(engine).on_spawned
+    hooks = type(engine.lifecycle)  # what each task's runner reports to
     pids = []
 
     def failing_on_spawned(self, task, pid, started):
         pids.append(pid)
         raise RuntimeError("injected fault in on_spawned")
 
-    monkeypatch.setattr(type(engine), "on_spawned", failing_on_spawned)
+    monkeypatch.setattr(hooks, "on_spawned", failing_on_spawned)
     out = engine.run("sleep 300", wait_seconds=20)
-    monkeypatch.setattr(type(engine), "on_spawned", original)
     task = out.view.task
     assert task.state == "killed" and "injected fault in on_spawned" in task.result.note, task
     assert pids and wait_until(lambda: not marked_processes(task.marker), 10)

@@ -237,9 +237,12 @@ def test_foreign_origin_is_refused(echo_daemon, origin):
     assert resp.status == 403 and "Origin" in body
 
 
-def test_loopback_origin_is_accepted(echo_daemon):
-    resp, _ = modern(echo_daemon.url, "tools/list", headers={"Origin": "http://localhost:3000"})
+def test_the_daemons_own_origin_is_accepted_and_another_port_is_not(echo_daemon):
+    port = echo_daemon.url.rsplit(":", 1)[1].split("/")[0]
+    resp, _ = modern(echo_daemon.url, "tools/list", headers={"Origin": f"http://localhost:{port}"})
     assert resp.status == 200
+    resp, _ = modern(echo_daemon.url, "tools/list", headers={"Origin": "http://localhost:3000"})
+    assert resp.status == 403, "a local dev server's page is another origin"
 
 
 def test_wrong_content_type_is_415(echo_daemon):

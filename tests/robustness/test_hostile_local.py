@@ -8,14 +8,16 @@ arguments; that needs root, so those tests are skipped with the reason when the 
 
 import json
 import os
+import socket
 import subprocess
-import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
-from daemon_harness import wait_until
+from daemon_harness import start_daemon, wait_until
 from daemons_kit import BASH_DAEMON, BIN, BashDaemon, task_processes
+from robust_kit import META, MODERN, RawResponse, build_request, host_of, post_json, result_text
 
 NOBODY = 65534
 SUBAGENT_DAEMON = BIN / "hive-subagent-daemon"
@@ -199,3 +201,109 @@ def test_a_huge_timeout_is_supervised_and_killable(bash_daemon):
     bash_daemon.call("kill", id=task["id"], force=True)
     assert bash_daemon.call("status", id=task["id"], wait_seconds=30)["status"] == "killed"
     wait_until(lambda: not task_processes({marker}), 30, "the task's processes to be gone")
+
+
+# -- who may call ------------------------------------------------------------------------------------------------------
+
+# The child that plays the other user runs the system's Python: the suite's interpreter may live under a
+# directory that uid 65534 cannot enter (/root/.pyenv here).
+NOBODY_PYTHON = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.access(p, os.X_OK)), None)
+as_nobody = pytest.mark.skipif(os.geteuid() != 0 or NOBODY_PYTHON is None,
+                               reason="needs root (to drop to uid 65534) and a python3 that uid can run")
+_RAW_CLIENT = """
+import socket, sys
+host, port, request = sys.argv[1], int(sys.argv[2]), bytes.fromhex(sys.argv[3])
+with socket.create_connection((host, port), timeout=60) as s:
+    s.sendall(request)
+    data = b""
+    while chunk := s.recv(65536):
+        data += chunk
+sys.stdout.write(data.hex())
+"""
+
+
+def call_as(uid: int, url: str, tool: str, arguments: dict) -> RawResponse:
+    """One tools/call sent by a process running as `uid` (subprocess's user=/group=, no preexec_fn)."""
+    params = {"name": tool, "arguments": arguments, "_meta": META}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+    headers = [("Host", host_of(url)), ("Content-Type", "application/json"), ("Accept", "application/json"),
+               ("MCP-Protocol-Version", MODERN), ("Mcp-Method", "tools/call"), ("Mcp-Name", tool)]
+    request = build_request("POST", "/mcp", "HTTP/1.1", headers, body)
+    parts = urlsplit(url)
+    out = subprocess.run([NOBODY_PYTHON, "-c", _RAW_CLIENT, parts.hostname, str(parts.port), request.hex()],
+                         user=uid, group=uid, extra_groups=[], cwd="/", capture_output=True, text=True, timeout=90)
+    assert out.returncode == 0, out.stderr
+    raw = bytes.fromhex(out.stdout)
+    head, _, payload = raw.partition(b"\r\n\r\n")
+    return RawResponse(int(head.split()[1]), {}, payload)
+
+
+@as_nobody
+def test_another_uid_is_refused_by_the_bash_daemon(tmp_path, bash_daemon):
+    proof = tmp_path / "proof"
+    resp = call_as(NOBODY, bash_daemon.url, "run", {"cmd": f"id -u > {proof}", "wait_seconds": 5})
+    assert resp.status == 403 and b"uid 65534" in resp.body, (resp.status, resp.body)
+    assert not proof.exists(), "a command ran for uid 65534"
+    assert bash_daemon.tasks() == []
+    assert "refused a connection from uid 65534" in bash_daemon.daemon.log()
+
+
+@as_nobody
+def test_another_uid_is_refused_by_the_subagent_daemon(tmp_path):
+    d = start_daemon(subagent_argv(tmp_path / "state"), tmp_path)
+    try:
+        resp = call_as(NOBODY, d.url, "status", {})
+        assert resp.status == 403 and b"uid 65534" in resp.body, (resp.status, resp.body)
+        assert "refused a connection from uid 65534" in d.log()
+    finally:
+        d.stop()
+
+
+@as_nobody
+def test_an_allowed_uid_is_served(tmp_path):
+    d = BashDaemon(tmp_path, tmp_path / "state", None, extra=["--allow-uid", "nobody"]).start()
+    try:
+        resp = call_as(NOBODY, d.url, "list", {})
+        assert resp.status == 200 and b'"isError":false' in resp.body.replace(b" ", b""), resp.body
+    finally:
+        d.stop()
+
+
+# -- the small doors ---------------------------------------------------------------------------------------------------
+
+
+def test_a_stalled_request_body_is_cut_off(tmp_path):
+    d = BashDaemon(tmp_path, tmp_path / "state", None, extra=["--body-timeout", "1"]).start()
+    try:
+        parts = urlsplit(d.url)
+        with socket.create_connection((parts.hostname, parts.port), timeout=60) as s:
+            s.sendall(f"POST /mcp HTTP/1.1\r\nHost: {host_of(d.url)}\r\nContent-Type: application/json\r\n"
+                      "Transfer-Encoding: chunked\r\n\r\n5\r\n{\"a\"".encode())
+            answer = b""
+            while chunk := s.recv(65536):  # the 60 s socket timeout is far below waitress's 120 s idle timeout
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 408 "), answer
+        assert "did not arrive within 1s" in d.daemon.log()
+    finally:
+        d.stop()
+
+
+@pytest.mark.parametrize("which", ["bash", "subagent"])
+def test_a_lone_surrogate_is_a_bad_argument_naming_the_field(tmp_path, which):
+    if which == "bash":
+        d = start_daemon([str(BASH_DAEMON), "--state-dir", str(tmp_path / "state")], tmp_path)
+        tool, body = "run", b'{"cmd": "echo \\ud800"}'
+    else:
+        d = start_daemon(subagent_argv(tmp_path / "state"), tmp_path)
+        tool, body = "start", b'{"name": "x", "prompt_file": "/tmp/\\udfff"}'
+    field = b"cmd" if which == "bash" else b"prompt_file"
+    try:
+        request = (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "' + tool.encode()
+                   + b'", "arguments": ' + body + b', "_meta": ' + json.dumps(META).encode() + b'}}')
+        resp = post_json(d.url, request, {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": tool})
+        result = resp.json()["result"]
+        assert resp.status == 200 and result["isError"], resp.body
+        assert result_text(result).startswith(f"invalid arguments for {tool}: {field.decode()}: "), result
+        assert "unexpected error serving" not in d.log()
+    finally:
+        d.stop()

@@ -69,26 +69,30 @@ def test_extra_allowed_host_is_exact(token_echo):
         assert modern_call(token_echo.url, "tools/list", headers={"Host": host, **auth}).status == 421, host
 
 
-# -- Origin: only loopback origins (and the configured ones) ----------------------------------------------------------
+# -- Origin: only the daemon's own origin (and the configured ones) ---------------------------------------------------
 
 FOREIGN_ORIGINS = [
     "http://evil.example", "http://localhost.evil.example", "http://127.0.0.1.nip.io", "null", "file://", "ws://localhost",
     "http://localhost@evil.example", "http://evil.example?x=http://localhost", "http://evil.example#@localhost",
     "http://[::1].evil.example", "http://localhost:abc", "http://localhost/../evil", "https://app.example",
     "http://localhost\\@evil.example", "javascript:alert(1)//localhost",
+    # loopback, but another port or scheme: a page of a local dev server is another origin
+    "http://localhost", "http://LOCALHOST:3000", "https://127.0.0.1:8443", "http://[::1]:80", "https://localhost:<port>",
 ]
 
 
 @pytest.mark.parametrize("origin", FOREIGN_ORIGINS)
 def test_foreign_origins_are_refused(robust_echo, origin):
+    origin = origin.replace("<port>", _port(robust_echo.url))
     resp = modern_call(robust_echo.url, "tools/list", headers={"Origin": origin})
     assert resp.status == 403, f"Origin {origin!r} was served: {resp.status} {resp.text()[:200]}"
     assert b"Origin" in resp.body
 
 
-@pytest.mark.parametrize("origin", ["http://localhost", "http://LOCALHOST:3000", "https://127.0.0.1:8443", "http://[::1]:80",
-                                    "http://localhost/"])
-def test_loopback_origins_are_served(robust_echo, origin):
+@pytest.mark.parametrize("origin", ["http://localhost:<port>", "http://LOCALHOST:<port>", "http://127.0.0.1:<port>",
+                                    "http://[::1]:<port>", "http://localhost:<port>/"])
+def test_the_daemons_own_origins_are_served(robust_echo, origin):
+    origin = origin.replace("<port>", _port(robust_echo.url))
     assert modern_call(robust_echo.url, "tools/list", headers={"Origin": origin}).status == 200
 
 
