@@ -68,7 +68,7 @@ def daemon_main(**options: Any) -> None:
     if shutil.which(settings.claude_bin, path=engine.env.get("PATH")) is None:
         todos.close()
         raise click.ClickException(f"--claude-bin: {settings.claude_bin!r} is not an executable (nor found on PATH)")
-    where.write_record(state_dir, engine.workdir, engine.env)
+    where.write_record(state.path, engine.workdir, engine.env)
     app = McpApp(build_registry(engine), SERVER_NAME, package_version(), settings)
 
     def on_stop() -> None:

@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 from typing import Mapping
 
+from common.safe_files import create_fresh
+
 RECORD_NAME = "sessions-where.json"
 PLACING_VARIABLES = ("HOME", "CLAUDE_CONFIG_DIR", "CLAUDE_CODE_PROJECT_DIR_NAME")
 DEPLOYED_STATE_DIR = Path("/var/lib/hive-subagent")  # the units' HIVE_SUBAGENT_STATE_DIR
@@ -20,7 +22,7 @@ def write_record(state_dir: Path, workdir: Path, env: Mapping[str, str]) -> None
     record = {"workdir": str(workdir), "env": {k: env[k] for k in PLACING_VARIABLES if k in env}}
     path = Path(state_dir) / RECORD_NAME
     tmp = path.with_name(f".{RECORD_NAME}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    fd = create_fresh(str(tmp), os.O_WRONLY, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump(record, f)
     os.replace(tmp, path)
