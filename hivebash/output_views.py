@@ -60,9 +60,11 @@ class View:
 
 
 def _open(path: str) -> int | None:
+    """The output file open for reading; None when it is missing, or when something else was planted there
+    (a link: ELOOP; a FIFO: not waited on): its text must never reach the model (the task's note says why)."""
     try:
-        return os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except FileNotFoundError:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
         return None
 
 
