@@ -46,6 +46,10 @@ let
       // lib.optionalAttrs (config.hyperhive.agentSocket != null) {
         HIVE_AGENT_SOCKET = toString config.hyperhive.agentSocket;
       }
+      // lib.optionalAttrs (cfg.agentUser != null && cfg.agentUser != cfg.user) {
+        # A user name: the daemon resolves it at start (an unknown name refuses the start, naming it).
+        "${d.envPrefix}_ALLOW_UID" = cfg.agentUser;
+      }
       // lib.optionalAttrs (cfg.tokenFile != null) {
         # systemd copies the token (LoadCredential below) to this root-owned, unit-private path,
         # readable by the unit's user even when the operator's file is readable by root alone.
@@ -93,6 +97,17 @@ in
         the agent can read task outputs and resume claude sessions (claude keeps them under this user's HOME).
         For a user other than root, ProtectHostname and RestrictRealtime are not set: systemd would imply
         NoNewPrivileges=yes for them, which breaks sudo inside tasks, and the kernel refuses both anyway.
+      '';
+    };
+
+    agentUser = mkOption {
+      type = types.nullOr types.str;
+      default = null;
+      example = "agent";
+      description = ''
+        The agent's user, when the daemons run as another `user`: its uid may call both daemons
+        (--allow-uid, HIVE_*_ALLOW_UID). Every uid but the daemons' own and this one gets 403 on the ports.
+        Unset (the default): the agent is `user` itself, one user for both.
       '';
     };
 

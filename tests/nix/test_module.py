@@ -131,6 +131,15 @@ def test_token_file_goes_through_systemd_credentials(evaluate_module):
         assert services[name]["environment"][f"{prefix}_TOKEN_FILE"] == f"/run/credentials/{name}.service/token"
 
 
+def test_agent_user_is_allowed_to_call_when_the_daemons_run_as_another(evaluate_module):
+    services = evaluate_module('{ hyperhive.mcp.user = "hive"; hyperhive.mcp.agentUser = "agent"; }')["services"]
+    for name, prefix in (("hive-bash", "HIVE_BASH"), ("hive-subagent", "HIVE_SUBAGENT")):
+        assert services[name]["environment"][f"{prefix}_ALLOW_UID"] == "agent"
+    for definition in ("{ }", '{ hyperhive.mcp.user = "agent"; hyperhive.mcp.agentUser = "agent"; }'):
+        for service in evaluate_module(definition)["services"].values():
+            assert not any(k.endswith("_ALLOW_UID") for k in service["environment"]), "one user: nobody else"
+
+
 def test_non_root_user_keeps_sudo_working(evaluate_module):
     services = evaluate_module('{ hyperhive.mcp.user = "agent"; hyperhive.mcp.workingDirectory = "/home/agent/work"; }')["services"]
     for service in services.values():
