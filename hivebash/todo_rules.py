@@ -21,16 +21,14 @@ from common.humanize import one_line
 from common.todos import Todos
 
 from .entry import TaskEntry
+from .views import still_alive_line
 from .store import TaskStore
 
 log = logging.getLogger(__name__)
 
 
 def _leftovers_line(entry: TaskEntry) -> str:
-    if not entry.leftovers:
-        return ""
-    pids = " ".join(str(p.pid) for p in entry.leftovers)
-    return f"still alive: {len(entry.leftovers)} process(es) of this task (pids {pids}); kill(id=\"{entry.id}\") stops them\n"
+    return still_alive_line(entry.id, [p.pid for p in entry.leftovers]) + "\n" if entry.leftovers else ""
 
 
 class TodoRules:

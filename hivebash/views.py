@@ -144,6 +144,12 @@ class KillOutcome:
 # ----- formatting ----------------------------------------------------------------------------------------------
 
 
+def still_alive_line(task_id: str, pids: list[int]) -> str:
+    """The processes a task left behind, and how to stop them (status answers and the completion todo)."""
+    return (f"still alive: {len(pids)} process(es) of this task (pids {' '.join(map(str, pids))}); "
+            f"kill(id=\"{task_id}\") stops them")
+
+
 def facts_line(view: TaskView) -> str:
     """The stable first line: id, status, exit code / signal, duration, resources."""
     t, r = view.task, view.task.result
@@ -173,8 +179,7 @@ def status_text(view: TaskView, extra_facts: str = "") -> str:
     if r and r.note:
         lines.append(f"note: {r.note}")
     if view.leftovers:
-        lines.append(f"still alive: {len(view.leftovers)} process(es) of this task (pids "
-                     f"{' '.join(map(str, view.leftovers))}); kill(id) stops them")
+        lines.append(still_alive_line(t.id, view.leftovers))
     if t.state == T.PENDING:
         lines.append("waiting for a free slot (the daemon's max_running); kill(id) cancels it")
     return "\n".join(lines) + "\n" + (view.output.text if view.output else "")
