@@ -69,11 +69,11 @@ def test_a_group_writable_subdirectory_is_refused(tmp_path):
 @as_root
 def test_a_foreign_owned_state_dir_is_refused(tmp_path, daemon_argv):
     state = tmp_path / "state"
-    (state / "loose-ends").mkdir(parents=True)
-    os.chown(state / "loose-ends", NOBODY, NOBODY)
+    (state / "todos").mkdir(parents=True)
+    os.chown(state / "todos", NOBODY, NOBODY)
     proc = refused_start(daemon_argv(state), tmp_path)
-    assert f"owned by uid {NOBODY}" in proc.stderr and str(state / "loose-ends") in proc.stderr, proc.stderr
-    assert os.stat(state / "loose-ends").st_uid == NOBODY
+    assert f"owned by uid {NOBODY}" in proc.stderr and str(state / "todos") in proc.stderr, proc.stderr
+    assert os.stat(state / "todos").st_uid == NOBODY
 
 
 def test_a_relative_state_dir_is_resolved_once_and_made_private(tmp_path):
@@ -193,7 +193,7 @@ def test_a_link_planted_at_the_ready_files_temp_is_not_followed(tmp_path):
 
 
 def test_a_huge_timeout_is_supervised_and_killable(bash_daemon):
-    """poll() takes a C int of milliseconds: 1e9 s used to crash the worker and leave the command unsupervised."""
+    """poll() takes a C int of milliseconds: unbounded, 1e9 s would crash the worker and leave the command unsupervised."""
     task = bash_daemon.call("run", cmd="sleep 300", timeout_secs=1_000_000_000, wait_seconds=1)
     assert task["status"] == "running", task
     marker = _record(bash_daemon.state_dir, task["id"])["marker"]
