@@ -16,6 +16,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.humanize import one_line
+
 INPUT_CHARS = 160  # how much of the latest tool call's input status shows
 # The input field that says most about a call of claude's built-in tools, in order of preference.
 TELLING_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description", "prompt", "notebook_path")
@@ -32,8 +34,7 @@ def short_input(tool_input: Any, limit: int = INPUT_CHARS) -> str:
             text = json.dumps(tool_input, ensure_ascii=False, separators=(",", ":"))
     else:
         text = json.dumps(tool_input, ensure_ascii=False)
-    text = " ".join(text.split())  # one line, whatever the command's newlines
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return one_line(text, limit)  # one line, whatever the command's newlines
 
 
 @dataclass
