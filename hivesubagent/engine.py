@@ -52,7 +52,8 @@ class SubagentEngine:
         self.env = claude.child_env(os.environ if base_env is None else base_env, extra, self.workdir)
         self.sessions = SessionStore(self.workdir, self.env)
         self.index_keeper = IndexKeeper(self.sessions, Path(settings.state_dir))
-        self.index_keeper.start()
+        if not self.index_keeper.start():
+            log.info("transcripts still being indexed in the background (a first start on a large folder)")
         self.table = TurnTable(settings.max_running)
         self.runner = TurnRunner(self.table, settings, todos, self.workdir, self.env,
                                  Path(settings.state_dir).absolute() / "subagent")

@@ -2,8 +2,9 @@
 appended while the daemon was down, not every named transcript again.
 
 `IndexKeeper` loads the index from the state directory when the daemon starts, brings it up to date in a
-background thread (the first start on a folder pays for reading its named transcripts there, not in a
-caller's request), saves it when it changed (at most every SAVE_SECONDS) and once more when the daemon stops.
+background thread, for up to READY_WAIT_SECONDS before the daemon says it is ready (the first start on a
+folder pays for reading its named transcripts there, not in a caller's request), saves it when it changed
+(at most every SAVE_SECONDS) and once more when the daemon stops.
 A saved entry is only a starting point: it is checked like any other (identity, offset, fingerprint) before
 it is used, so a stale or foreign file costs a fresh read, never a wrong answer. A file that cannot be read
 back (corrupt, another format, not ours) is ignored with a warning: the index is rebuilt.
@@ -33,6 +34,9 @@ FORMAT = 1
 FILE_NAME = "transcript-index.json"
 SAVE_SECONDS = 10.0
 STOP_WAIT_SECONDS = 1.0
+# How long a starting daemon waits for the warm-up before it says it is ready: a restart's warm-up is a stat
+# per file and ends at once; a first start on a large folder goes on in the background past this.
+READY_WAIT_SECONDS = 2.0
 _SUMMARY_FIELDS = ("session_id", "name", "archived", "turns", "model", "cost_usd", "first_at", "last_at")
 
 
@@ -107,12 +111,15 @@ class IndexKeeper:
         self.store = store
         self.path = state_dir / FILE_NAME
         self._stop = threading.Event()
+        self._warm = threading.Event()
         self._saved = -1
         self._thread = threading.Thread(target=self._run, name="subagent-transcript-index", daemon=True)
 
-    def start(self) -> None:
+    def start(self, wait: float = READY_WAIT_SECONDS) -> bool:
+        """Load, warm up in the background; wait up to `wait` seconds for the warm-up (True: it ended)."""
         self.store.index.adopt(load(self.path))
         self._thread.start()
+        return self._warm.wait(wait)
 
     def stop(self) -> None:
         self._stop.set()
@@ -125,6 +132,7 @@ class IndexKeeper:
             self.store.list()  # the warm-up: every name, and the summary of every named transcript
         except Exception:  # the index is a cache: a failure here only means requests read for themselves
             log.exception("transcript index warm-up failed")
+        self._warm.set()
         while not self._stop.wait(SAVE_SECONDS):
             self._save()
 
