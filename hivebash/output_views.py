@@ -12,9 +12,12 @@ current position; re's literal-prefix search outran `bytes.find` here), and line
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from common.terminal_text import readable
@@ -211,22 +214,71 @@ def _scan(fd: int, stream: str, regexes: tuple[re.Pattern, re.Pattern], start: i
 
 def _number(fd: int, hits: list[_Hit], buf: bytearray) -> None:
     """Give each hit (in file order) its line number: newlines before it, plus one."""
-    lines, offset = 1, 0
+    index = LineIndex.of(fd)
+    pos, before = 0, 0
     for h in hits:
-        lines += _count_between(fd, offset, h.offset, buf)
-        h.number, offset = lines, h.offset
+        pos, before = index.advance(fd, pos, before, h.offset, buf)
+        h.number = before + 1
+    index.save()
 
 
-def _count_between(fd: int, lo: int, hi: int, buf: bytearray) -> int:
-    count = 0
-    view = memoryview(buf)
-    while lo < hi:
-        n = os.preadv(fd, [view[: min(len(buf), hi - lo)]], lo)
-        if n <= 0:
-            break
-        count += buf.count(b"\n", 0, n)
-        lo += n
-    return count
+class LineIndex:
+    """Where lines start in a file that has not changed since: (byte offset, newlines before it) pairs
+    recorded by every count that read a whole block, so the next grep or window of the same output counts
+    from the nearest one instead of from the start (counting lines is half the cost of a grep). Kept per
+    file while its size and mtime stay the same (a task's output that is still written gets none)."""
+
+    _cache: "OrderedDict[tuple[int, int], LineIndex]" = OrderedDict()
+    _lock = threading.Lock()
+    KEEP = 64  # files
+
+    def __init__(self, key: tuple[int, int], stamp: tuple[int, int], points: list[tuple[int, int]]):
+        self.key, self.stamp, self.points = key, stamp, points
+
+    @classmethod
+    def of(cls, fd: int) -> "LineIndex":
+        st = os.fstat(fd)
+        key, stamp = (st.st_dev, st.st_ino), (st.st_size, st.st_mtime_ns)
+        with cls._lock:
+            known = cls._cache.get(key)
+            points = list(known.points) if known is not None and known.stamp == stamp else [(0, 0)]
+        return cls(key, stamp, points)
+
+    def save(self) -> None:
+        if len(self.points) < 2:
+            return
+        with self._lock:
+            self._cache.pop(self.key, None)
+            self._cache[self.key] = self
+            while len(self._cache) > self.KEEP:
+                self._cache.popitem(last=False)
+
+    def nearest(self, limit: int, by_lines: bool = False) -> tuple[int, int]:
+        """The last point at or before byte `limit` (or with fewer than `limit` newlines before it)."""
+        i = bisect.bisect_right(self.points, limit, key=(lambda p: p[1] + 1) if by_lines else (lambda p: p[0])) - 1
+        return self.points[max(0, i)]
+
+    def advance(self, fd: int, pos: int, before: int, target: int, buf: bytearray) -> tuple[int, int]:
+        """From `pos` (with `before` newlines before it) to `target`: (target, newlines before it)."""
+        point = self.nearest(target)
+        if point[0] > pos:
+            pos, before = point
+        view = memoryview(buf)
+        while pos < target:
+            n = os.preadv(fd, [view[: min(len(buf), target - pos)]], pos)
+            if n <= 0:
+                break
+            before += buf.count(b"\n", 0, n)
+            pos += n
+            if n == len(buf):
+                self.add(pos, before)
+        return pos, before
+
+    def add(self, offset: int, before: int) -> None:
+        if offset > self.points[-1][0]:
+            self.points.append((offset, before))
+        else:
+            bisect.insort(self.points, (offset, before))
 
 
 def grep(sources: list[Source], pattern: str, context: int = 0, starts: dict[str, int] | None = None,
@@ -236,7 +288,7 @@ def grep(sources: list[Source], pattern: str, context: int = 0, starts: dict[str
     if isinstance(context, bool) or not isinstance(context, int) or not 0 <= context <= CONTEXT_MAX:
         raise ViewError(f"context: must be an integer from 0 to {CONTEXT_MAX}")
     regex = compile_pattern(pattern)
-    buf = bytearray(BLOCK)
+    buf = _buffer(sources)
     keep = budget // 16  # more hits than could ever be shown in the budget
     parts, data_streams, read_to = [], {}, {}
     used = 0
@@ -323,31 +375,50 @@ def _offset_of_line(fd: int, line: int, buf: bytearray) -> int | None:
     """Byte offset where line `line` (1-based) starts, or None if the file has fewer lines."""
     if line == 1:
         return 0
-    need, offset = line - 1, 0  # newlines to pass
+    index = LineIndex.of(fd)
+    offset, passed = index.nearest(line - 1, by_lines=True)
+    need = line - 1 - passed  # newlines still to pass
     view = memoryview(buf)
-    while True:
-        n = os.preadv(fd, [view], offset)
-        if n <= 0:
-            return None
-        count = buf.count(b"\n", 0, n)
-        if count < need:
-            need -= count
-            offset += n
-            continue
-        lo, hi = 0, n  # narrow to the range holding the need-th newline, then walk it
-        while hi - lo > 4096:
-            mid = (lo + hi) // 2
-            c = buf.count(b"\n", lo, mid)
-            if c >= need:
-                hi = mid
-            else:
-                need -= c
-                lo = mid
-        pos = lo - 1
-        for _ in range(need):
-            pos = buf.find(b"\n", pos + 1, hi)
-        start = offset + pos + 1
-        return start if start < offset + n or os.fstat(fd).st_size > start else None
+    try:
+        while True:
+            n = os.preadv(fd, [view], offset)
+            if n <= 0:
+                return None
+            count = buf.count(b"\n", 0, n)
+            if count < need:
+                need -= count
+                offset += n
+                if n == len(buf):
+                    index.add(offset, line - 1 - need)
+                continue
+            lo, hi = 0, n  # narrow to the range holding the need-th newline, then walk it
+            while hi - lo > 4096:
+                mid = (lo + hi) // 2
+                c = buf.count(b"\n", lo, mid)
+                if c >= need:
+                    hi = mid
+                else:
+                    need -= c
+                    lo = mid
+            pos = lo - 1
+            for _ in range(need):
+                pos = buf.find(b"\n", pos + 1, hi)
+            start = offset + pos + 1
+            return start if start < offset + n or os.fstat(fd).st_size > start else None
+    finally:
+        index.save()
+
+
+def _buffer(sources: list[Source]) -> bytearray:
+    """A read buffer of BLOCK bytes, or as large as the largest file (plus one, so a read that fills it
+    means there is more): allocating 8 MiB was most of a view's cost on a small output."""
+    largest = 0
+    for src in sources:
+        try:
+            largest = max(largest, os.stat(src.path, follow_symlinks=False).st_size)
+        except FileNotFoundError:
+            pass
+    return bytearray(min(BLOCK, max(4096, largest + 1)))
 
 
 def window(sources: list[Source], from_line: int, max_lines: int, budget: int = VIEW_BUDGET) -> View:
@@ -356,7 +427,7 @@ def window(sources: list[Source], from_line: int, max_lines: int, budget: int = 
         raise ViewError("from_line: must be an integer >= 1 (the first line is 1)")
     if isinstance(max_lines, bool) or not isinstance(max_lines, int) or not 1 <= max_lines <= MAX_LINES_MAX:
         raise ViewError(f"max_lines: must be an integer from 1 to {MAX_LINES_MAX}")
-    buf = bytearray(BLOCK)
+    buf = _buffer(sources)
     parts, data = [], {}
     share = budget // max(1, len(sources))
     for src in sources:
@@ -473,7 +544,7 @@ class Watch:
     source: Source
     offset: int
     regexes: tuple[re.Pattern, re.Pattern]
-    buf: bytearray = field(default_factory=lambda: bytearray(1 << 20))
+    buf: bytearray = field(default_factory=lambda: bytearray(1 << 16))
 
     def check(self, final: bool = False) -> Line | None:
         """The first matching line written since the last check, or None; moves past what it read."""
@@ -489,7 +560,8 @@ class Watch:
             if not hits:
                 self.offset = stop
                 return None
-            number = 1 + _count_between(fd, 0, hits[0].offset, self.buf)
+            _number(fd, hits, self.buf)
+            number = hits[0].number
             raw, self.offset = _read_line_at(fd, hits[0].offset)
             return Line(self.source.stream, number, _shown(raw))
         finally:

@@ -237,8 +237,11 @@ def grep_big_output(ctx):
             task = conn.call("status", {"id": task["id"], "wait_seconds": 30})["structuredContent"]
         path = task["stdout"]["path"]
         _cat_seconds(path)
+        started = time.perf_counter()  # the first grep also counts the lines (later ones use the line index)
+        first = conn.call("status", {"id": task["id"], "grep": "MARKER"})
+        first_seconds = time.perf_counter() - started
         n = ctx.reps(5, 2)
-        ours, base, sizes = [], [], []
+        ours, base, sizes = [], [], [len(first["content"][0]["text"].encode())]
         for _ in range(n):
             started = time.perf_counter()
             result = conn.call("status", {"id": task["id"], "grep": "MARKER"})
@@ -249,7 +252,9 @@ def grep_big_output(ctx):
         conn.close()
     med, p99 = percentiles(ours)
     bmed, bp99 = percentiles(base)
-    return [Row("bash", f"status(grep) over {size >> 20} MiB of stdout", "ms", med, p99, n, "cat FILE > /dev/null",
+    return [Row("bash", f"first status(grep) over {size >> 20} MiB of stdout", "ms", first_seconds * 1000, None, 1,
+                "cat FILE > /dev/null", bmed, note="scan and a full line count"),
+            Row("bash", f"status(grep) over {size >> 20} MiB of stdout", "ms", med, p99, n, "cat FILE > /dev/null",
                 bmed, target="< 2 s", ok=med < 2000 and found and max(sizes) < 8192,
                 note=f"answer {max(sizes)} bytes" + ("" if found else "; MARKER line 5000 NOT found")),
             Row("bash", "  baseline: cat FILE > /dev/null", "ms", bmed, bp99, n)]

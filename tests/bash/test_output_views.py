@@ -1,6 +1,7 @@
 """Output views over real files, up to a 100 MB output: grep, windows of lines, tails and what is new, each
 answer bounded; and the terminal-text cleaning every view applies."""
 
+import os
 import re
 
 import pytest
@@ -156,3 +157,19 @@ def test_watch_sees_only_new_complete_lines(tmp_path):
     with open(path, "ab") as f:
         f.write(b"ready at the end")
     assert w.check() is None and w.check(final=True).text == "ready at the end"
+
+
+def test_line_numbers_stay_exact_with_the_line_index(tmp_path, monkeypatch):
+    monkeypatch.setattr(ov, "BLOCK", 4096)  # many blocks, so counts leave index points behind
+    path = tmp_path / "n.out"
+    path.write_bytes(b"".join(f"row {i}\n".encode() for i in range(1, 20001)))
+    src = [Source("stdout", str(path))]
+    first = (grep(src, "^row 1999[0-9]$").text, window(src, 15000, 2).text)
+    assert "stdout:19990: row 19990" in first[0] and "15000: row 15000\n15001: row 15001" in first[1]
+    assert len(ov.LineIndex.of(os.open(path, os.O_RDONLY)).points) > 10  # kept for the unchanged file
+    assert (grep(src, "^row 1999[0-9]$").text, window(src, 15000, 2).text) == first
+    with open(path, "r+b") as f:  # rewritten in place, same size: the index must not be trusted
+        f.write(b"new 1\n")
+        f.write(b"\n" * 4)
+    assert "stdout:19994: row 19990" in grep(src, "^row 19990$").text  # four more lines before it
+    assert "15000: row 14996" in window(src, 15000, 1).text
