@@ -87,7 +87,7 @@ def _drive(url: str, sock: RecordingSocket, ids: dict[str, str]) -> dict[str, st
     out: dict[str, str] = {}
     out["bash-run-done"] = call(url, "run", cmd="echo building; echo 'warning: unused variable' >&2; echo '12 passed'",
                                 name="build")
-    out["bash-run-started"] = call(url, "run", cmd="sleep 2; echo '40 passed'", name="tests", wait_seconds=1)
+    out["bash-run-started"] = call(url, "run", cmd="sleep 3; echo '40 passed'", name="tests", wait_seconds=2)
     out["bash-run-capped"] = call(url, "run", ids, cmd="echo ok", wait_seconds=100)
     out["bash-run-refused"] = call(url, "run", cmd="true", name="Build!")
     out["bash-status-unknown"] = call(url, "status", id="nope")
