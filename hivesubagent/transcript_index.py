@@ -20,6 +20,7 @@ Two depths of reading:
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,13 +151,17 @@ class TranscriptIndex:
             st = os.stat(path)
             if entry is not None and entry.mark.unchanged(st) and (entry.reader is not None or not full):
                 return entry  # the common case: one stat, nothing read
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            # O_NONBLOCK: a FIFO put where a transcript was must not hang the look-up (no effect on a file).
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError:
             if self._entries.pop(path, None) is not None:
                 self.version += 1
             raise
         try:
             st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                self._entries.pop(path, None)
+                raise OSError(f"{path}: not a regular file")
             continued = entry is not None and entry.mark.continued_by(fd, st)
             if continued and entry.reader is not None:
                 entry = self._read_on(entry, fd, st)

@@ -227,3 +227,13 @@ def test_a_saved_entry_read_only_to_its_offset_is_read_on_from_there(store, tmp_
     monkeypatch.setattr(transcript_index.os, "pread", lambda fd, n, off: read.append(n) or real_pread(fd, n, off))
     assert restarted.read(path).turns == 301
     assert sum(read) < 4000  # the appended turn and the fingerprints, not the 300 turns before
+
+
+def test_a_fifo_in_place_of_a_transcript_is_no_transcript(store):
+    path = write(store.project_dir / "s.jsonl", *turn(1))
+    assert store.title(path) == "job"
+    path.unlink()
+    os.mkfifo(path)  # nobody writes to it: opening it for reading must not wait for a writer
+    assert store.title(path) is None and store.index.entries() == 0
+    with pytest.raises(OSError, match="not a regular file"):
+        store.read(path)
