@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 SPAWN_GRACE = 0.05  # seconds run(wait_seconds=0) waits at most for the spawn of a task given a slot
 MAX_IDS = 20
+_SHUT_DOWN_PENDING = "interrupted: the daemon shut down before it started"
 
 
 def _check_wait_for(wait_for: object) -> None:
@@ -77,14 +78,12 @@ class Engine:
     """Bash tasks: submit, observe, stop, list. Thread-safe; one instance per daemon."""
 
     def __init__(self, settings: BashSettings, todos: Todos | None = None, *, subreaper: bool = False,
-                 wait_cap: float = WAIT_CAP_SECONDS, env: dict[str, str] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 wait_cap: float = WAIT_CAP_SECONDS, env: dict[str, str] | None = None):
         self.settings = settings
         self.store = TaskStore(settings.state_dir, fsync=settings.fsync, fsync_window=settings.fsync_window)
         self.records = RecordWriter(self.store)
         self.subreaper = subreaper
         self.wait_cap = wait_cap
-        self.clock = clock
         self._wake = Doorbell()  # rung by task ends and new orphan watches; must take no lock
         self.reaper = OrphanReaper(on_watch=self._wake.ring)
         self.default_cwd = os.getcwd()  # a task's cwd when none is given: the daemon's, which never changes
@@ -95,7 +94,7 @@ class Engine:
         self._ids = random.Random(secrets.randbits(128))
         self.slots = WaitSlots(settings.max_inline_waits)
         self.tasks_changed = threading.Condition(threading.Lock())  # guards the table and every entry
-        self.table = TaskTable(clock)
+        self.table = TaskTable()
         self.todo_rules = TodoRules(todos or NoTodos(), self.store, lambda e: self.table.snapshot_locked(e).to_dict())
         self.lifecycle = Lifecycle(settings, self.tasks_changed, self.table, self.todo_rules, self.records,
                                    self.reaper, Launcher(env), WorkerPool("bash-worker"), self._wake, subreaper)
@@ -138,14 +137,14 @@ class Engine:
         pending ones cancelled (`interrupted`), leftovers of finished tasks killed."""
         with self.tasks_changed:
             self.table.closing = True
-            while self.table.queue:
-                entry = self.table.queue.popleft()
-                self.lifecycle.end_without_process_locked(entry, T.INTERRUPTED,
-                                                          "interrupted: the daemon shut down before it started")
+            ended = [self.lifecycle.end_without_process_locked(entry, T.INTERRUPTED, _SHUT_DOWN_PENDING)
+                     for entry in self.table.queue]
+            self.table.queue.clear()
             started = [e for e in self.table.started.values() if e.runner is not None]
             for entry in started:
                 self.killer.signal_locked(entry, "SIGKILL")
             runners = [e.runner for e in started]
+        self.lifecycle.record_ends(ended)
         deadline = time.monotonic() + timeout
         for r in runners:
             r.join(max(0.0, deadline - time.monotonic()))
@@ -186,15 +185,16 @@ class Engine:
             self.table.queue.append(entry)
             if window.seconds > 0:
                 entry.inline_waiters += 1  # before any worker can end it: see Lifecycle.after_end
+            ended = []
             if self.table.closing:  # shutdown began while the record was written
                 self.table.queue.remove(entry)
-                self.lifecycle.end_without_process_locked(entry, T.INTERRUPTED,
-                                                          "interrupted: the daemon shut down before it started")
+                ended.append(self.lifecycle.end_without_process_locked(entry, T.INTERRUPTED, _SHUT_DOWN_PENDING))
             starting = self.lifecycle.start_queued_locked()
             if window.seconds <= 0:
                 self.todo_rules.running_locked(entry, queued=entry in self.table.queue)
             if window.seconds <= 0 and any(r.task is task for r in starting):
                 entry.spawn_waiters += 1
+        self.lifecycle.record_ends(ended)
         self.lifecycle.hand_outputs(task, outputs, starting)
         self.lifecycle.start_runners(starting)
         if window.seconds <= 0:
@@ -208,7 +208,7 @@ class Engine:
         """A task given a slot just now is spawned within milliseconds: answer `running` rather than `pending`
         (waits at most SPAWN_GRACE; lifecycle.on_spawned notifies only when someone waits here)."""
         with self.tasks_changed:
-            wait_for(self.tasks_changed, lambda: entry.task.state != T.PENDING, SPAWN_GRACE, self.clock)
+            wait_for(self.tasks_changed, lambda: entry.task.state != T.PENDING, SPAWN_GRACE)
             entry.spawn_waiters -= 1
 
     def _claim_id_locked(self, name: str | None, candidate: str) -> str:
@@ -274,11 +274,11 @@ class Engine:
         A caller that hung up while waiting will never read the result: it is left as the completion todo
         instead of counting as seen; so is a result only an operator saw."""
         skipped = not self.slots.try_acquire()
-        start = self.clock()
+        start = time.monotonic()
         matched, matched_id = None, None
         try:
             if not skipped:
-                matched, matched_id = inline_wait.wait_any(self.tasks_changed, entries, window.seconds, self.clock,
+                matched, matched_id = inline_wait.wait_any(self.tasks_changed, entries, window.seconds, time.monotonic,
                                                            list(watches))
             with self.tasks_changed:
                 for entry in entries:
@@ -287,7 +287,7 @@ class Engine:
                         self.todo_rules.hand_over_locked(entry, (lambda: True) if operator else client_gone)
                     elif from_run:
                         self.todo_rules.running_locked(entry, queued=entry in self.table.queue)
-                waited = self.clock() - start
+                waited = time.monotonic() - start
         finally:
             if not skipped:
                 self.slots.release()

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import collections
 import copy
+import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Iterator
 
 from . import task as T
 from .arguments import UnknownTask, check_id
@@ -52,8 +53,7 @@ class TaskTable:
     """The known tasks by id, the pending queue in submission order, and the ids claimed by a `run` that is
     still writing its pending record."""
 
-    def __init__(self, clock: Callable[[], float]):
-        self.clock = clock
+    def __init__(self):
         self._entries: dict[str, TaskEntry] = {}
         self._reserved: dict[str, Task] = {}
         self.queue: collections.deque[TaskEntry] = collections.deque()
@@ -114,7 +114,7 @@ class TaskTable:
         task = entry.task
         snap = copy.copy(task)  # every field is a flat value or a result that is never changed once attached
         if task.state == T.RUNNING and task.started_mono is not None:
-            duration = self.clock() - task.started_mono
+            duration = time.monotonic() - task.started_mono
         else:
             duration = task.result.duration if task.result else None
         position = None

@@ -13,7 +13,6 @@ from common.config import BashSettings
 from common.waiting import Doorbell
 
 from . import task as T
-from .arguments import EngineError
 from .entry import TaskEntry, TaskTable
 from .lifecycle import Lifecycle, signal_group
 from .processes import ProcInfo, find_processes, is_alive, stop_processes
@@ -41,25 +40,24 @@ class Killer:
             task = entry.task
             if task.state == T.PENDING and entry in self.table.queue:
                 self.table.queue.remove(entry)
-                self.lifecycle.end_without_process_locked(entry, T.KILLED, "killed by request before it started")
-                return "cancelled", f"task {task.id} was pending: cancelled before it started"
-            if not task.terminal and (not entry.leader_exited or task.kill_signal or task.timed_out):
+                ended = self.lifecycle.end_without_process_locked(entry, T.KILLED, "killed by request before it started")
+            elif not task.terminal and (not entry.leader_exited or task.kill_signal or task.timed_out):
                 # Running, or its worker is stopping what the leader left (a force kill escalates that at once).
                 self.signal_locked(entry, sig)
-                if entry.leader_exited:
-                    message = f"task {task.id} is ending; {sig} goes to the processes it left behind"
-                else:
-                    message = (f"sent {sig} to the process group of task {task.id}; the result will surface as a "
-                               "todo (or check with status)")
-                if not force:
-                    message += "; if it does not exit, call kill again with force=true"
-                return "signalled", message
-            leftovers = self._leftover_candidates_locked(entry)
-            if not leftovers:
-                return "nothing", f"task {task.id} has already ended ({task.state}); nothing to stop"
-            threading.Thread(target=self._stop_leftovers, args=(task.id, force), daemon=True).start()
-            return "leftovers", (f"task {task.id} has already ended ({task.state}); stopping its leftover processes "
-                                 f"(pids {' '.join(str(p.pid) for p in leftovers)})")
+                return "signalled", _signalled_message(task.id, sig, entry.leader_exited, force)
+            else:
+                ended, state, marker = None, task.state, task.marker
+                candidates = _leftover_candidates_locked(entry)
+        if ended is not None:
+            self.lifecycle.record_ends([ended])
+            return "cancelled", f"task {task_id} was pending: cancelled before it started"
+        if state != T.RUNNING:  # (running: the leader stands for the group its worker is sweeping)
+            candidates = [p for p in candidates if is_alive(p)]
+        if not candidates:
+            return "nothing", f"task {task_id} has already ended ({state}); nothing to stop"
+        threading.Thread(target=self._stop_leftovers, args=(marker, force), daemon=True).start()
+        return "leftovers", (f"task {task_id} has already ended ({state}); stopping its leftover processes "
+                             f"(pids {' '.join(str(p.pid) for p in candidates)})")
 
     def signal_locked(self, entry: TaskEntry, sig: str) -> None:
         """Record the kill and signal the group (recorded pgid) while its leader is unreaped; wake the worker."""
@@ -71,20 +69,23 @@ class Killer:
         if entry.runner is not None:
             entry.runner.poke()
 
-    @staticmethod
-    def _leftover_candidates_locked(entry: TaskEntry) -> list[ProcInfo]:
-        task = entry.task
-        if task.state == T.RUNNING:  # leader exited, the worker is sweeping: it handles the group
-            return [ProcInfo(task.pid or 0, 0.0, task.marker)]
-        return [p for p in entry.leftovers if is_alive(p)]
-
-    def _stop_leftovers(self, task_id: str, force: bool) -> None:
-        with self.tasks_changed:
-            try:
-                marker = self.table.get_locked(task_id).task.marker
-            except EngineError:
-                return
+    def _stop_leftovers(self, marker: str, force: bool) -> None:
         procs = find_processes({marker: None}, self.subreaper, leaders=self.reaper.leaders())[marker]
         self.reaper.remember(procs)
         stop_processes(procs, force=force, deadline=time.monotonic() + self.settings.kill_grace)
         self.wake.ring()
+
+
+def _signalled_message(task_id: str, sig: str, leader_exited: bool, force: bool) -> str:
+    if leader_exited:
+        message = f"task {task_id} is ending; {sig} goes to the processes it left behind"
+    else:
+        message = f"sent {sig} to the process group of task {task_id}; the result will surface as a todo (or check with status)"
+    return message if force else message + "; if it does not exit, call kill again with force=true"
+
+
+def _leftover_candidates_locked(entry: TaskEntry) -> list[ProcInfo]:
+    task = entry.task
+    if task.state == T.RUNNING:  # leader exited, the worker is sweeping: it handles the group
+        return [ProcInfo(task.pid or 0, 0.0, task.marker)]
+    return list(entry.leftovers)

@@ -13,6 +13,7 @@ import os
 import signal
 import threading
 import time
+from typing import NamedTuple
 
 from common.config import BashSettings
 from common.waiting import Doorbell
@@ -37,6 +38,13 @@ def signal_group(task: Task, sig: str) -> None:
         os.killpg(task.pgid, getattr(signal, sig))
     except ProcessLookupError:
         pass
+
+
+class Ended(NamedTuple):
+    """A task ended under the lock whose terminal record is still to be written (after the lock)."""
+
+    entry: TaskEntry
+    record: dict
 
 
 class Lifecycle:
@@ -119,7 +127,7 @@ class Lifecycle:
         with self.tasks_changed:
             task.pid = pid
             task.started_mono, task.started_at = started_mono, time.time()
-            T.transition(task, T.RUNNING)
+            T.transition(task, T.RUNNING)  # pending -> running
             entry = self.table.current_locked(task)
             if entry is not None and entry.spawn_waiters:  # only then: other waits are for ended tasks
                 self.tasks_changed.notify_all()
@@ -145,8 +153,8 @@ class Lifecycle:
     def on_spawn_failed(self, task: Task, error: str) -> None:
         with self.tasks_changed:
             if task.state == T.PENDING:
-                T.transition(task, T.RUNNING)
-            if task.state == T.RUNNING:
+                T.transition(task, T.RUNNING)  # pending -> running: the start was tried
+            if task.state == T.RUNNING:  # running -> done, exit 127 as bash says for a command it cannot run
                 T.transition(task, T.DONE, TaskResult(ended_at=time.time(), duration=0.0, exit_code=127,
                                                       note=f"failed to start: {error}"))
             entry = self.table.current_locked(task)
@@ -180,6 +188,7 @@ class Lifecycle:
                 state, note = T.KILLED, f"killed: {failure}"
             else:
                 state, note = T.end_state(task, signalled)
+            # running -> done | timed_out | killed | interrupted
             T.transition(task, state, TaskResult(ended_at=time.time(), duration=duration, exit_code=code,
                                                  signal=signalled, rusage=rusage, note=note))
             entry = self.table.current_locked(task)
@@ -213,11 +222,16 @@ class Lifecycle:
         if prune or self.reaper.knows_any:  # otherwise the housekeeper would wake to find nothing to do
             self.wake.ring()
 
-    def end_without_process_locked(self, entry: TaskEntry, state: str, note: str) -> None:
-        """pending -> killed/interrupted: no process ever ran."""
+    def end_without_process_locked(self, entry: TaskEntry, state: str, note: str) -> Ended:
+        """pending -> killed/interrupted: no process ever ran. The caller hands the result to `record_ends`
+        once it has released the lock (the record is written there, not under the lock)."""
         task = entry.task
-        T.transition(task, state, TaskResult(ended_at=time.time(), duration=None, note=note))
-        self.persist(task, record_of(task))
-        self.tasks_changed.notify_all()
-        if not entry.inline_waiters:
-            self.rules.completion_locked(entry)
+        T.transition(task, state, TaskResult(ended_at=time.time(), duration=None, note=note))  # pending -> killed | interrupted
+        entry.recording = True  # inline waits answer once the record is written
+        return Ended(entry, record_of(task))
+
+    def record_ends(self, ended: list[Ended]) -> None:
+        """Write the terminal record of each task ended without a process, then tell its waiters."""
+        for entry, record in ended:
+            self.persist(entry.task, record)
+            self.after_end(entry.task, entry)

@@ -26,9 +26,8 @@ def interrupt_stale(tasks: list[Task], kill_grace: float) -> list[Task]:
     for t in stale:
         # A pending record whose processes were found alive ran: its running record was still queued.
         ran = t.pid is not None or t.marker in alive
-        T.transition(t, T.INTERRUPTED, TaskResult(ended_at=now, duration=None,
-                                                  note="interrupted: the daemon stopped while the task was " + (
-                                                      "running" if ran else "pending")))
+        note = "interrupted: the daemon stopped while the task was " + ("running" if ran else "pending")
+        T.transition(t, T.INTERRUPTED, TaskResult(ended_at=now, duration=None, note=note))  # pending | running -> interrupted
     return stale
 
 

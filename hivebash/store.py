@@ -159,12 +159,8 @@ class TaskStore:
             raise
         return out, err
 
-    def save(self, task: Task) -> None:
-        """Replace the task's record atomically: temp file, rename (flushed to disk per the flusher's mode)."""
-        self.save_dict(task.id, record_of(task))
-
     def save_dict(self, task_id: str, record: dict) -> None:
-        """`save` for a snapshot taken under the engine's lock (the write itself happens outside it)."""
+        """Replace the record of `task_id` with `record` (a snapshot taken under the engine's lock: store.record_of)."""
         check_name(task_id, "id")
         final = f"{self.dir}/{task_id}.json"  # plain strings: Path arithmetic was a visible share of a write
         tmp = f"{self.dir}/.{task_id}.json{_TMP_SUFFIX}"
@@ -220,9 +216,9 @@ _TASK_FIELDS = tuple(f.name for f in dataclasses.fields(Task) if f.name != "star
 
 
 def record_of(task: Task) -> dict[str, Any]:
-    """`task.to_dict()` without `dataclasses.asdict`'s recursive deep copy (the fields are flat values, and
-    the result and rusage are plain dataclasses of flat values): same keys, same order, same values, at a
-    fraction of the cost (it is built for every change of state, under the engine's lock)."""
+    """A task as its record: every field but `started_mono`, the result and rusage as plain dicts. Built by
+    hand rather than with `dataclasses.asdict` (a recursive deep copy): it runs at every change of state, under
+    the engine's lock."""
     data = {name: getattr(task, name) for name in _TASK_FIELDS}
     result = task.result
     if result is not None:

@@ -1,12 +1,8 @@
-"""A bash task's record, its result and its states: the transition table and the one guarded transition.
+"""A bash task's record, its result, and the one guarded transition (the states and their table: states.py).
 
 Nothing here does I/O. The record (what was asked: command, cwd, timeout, process ids) and the result
 (what happened: exit code, signal, duration, rusage) are kept apart, as pueue does, so a result is only
 ever attached once, by the transition into a terminal state.
-
-    pending  -> running | killed            (kill before start cancels it)
-    running  -> done | timed_out | killed
-    pending, running -> interrupted          (found so on disk when the daemon starts, or at shutdown)
 """
 
 from __future__ import annotations
@@ -17,25 +13,12 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.states import BadTransition, StateTable  # noqa: F401 - BadTransition is part of this module's interface
+from .states import (ACTIVE, DONE, INTERRUPTED, KILLED, PENDING, RUNNING, STATE_ORDER, STATES, TASK_STATES, TERMINAL,
+                     TIMED_OUT, BadTransition)
 
-PENDING = "pending"
-RUNNING = "running"
-DONE = "done"
-TIMED_OUT = "timed_out"
-KILLED = "killed"
-INTERRUPTED = "interrupted"
-
-STATES = frozenset({PENDING, RUNNING, DONE, TIMED_OUT, KILLED, INTERRUPTED})
-ACTIVE = frozenset({PENDING, RUNNING})
-TERMINAL = STATES - ACTIVE
-# Display and filter order (the `list` tool's enum keeps this order).
-STATE_ORDER = (PENDING, RUNNING, DONE, TIMED_OUT, KILLED, INTERRUPTED)
-
-TASK_STATES = StateTable("task", {
-    PENDING: {RUNNING, KILLED, INTERRUPTED},
-    RUNNING: {DONE, TIMED_OUT, KILLED, INTERRUPTED},
-})  # done, timed_out, killed and interrupted are terminal: no edge leaves them
+__all__ = ["ACTIVE", "BadTransition", "DONE", "INTERRUPTED", "KILLED", "PENDING", "RUNNING", "STATES", "STATE_ORDER",
+           "TERMINAL", "TIMED_OUT", "Rusage", "Task", "TaskResult", "end_state", "exit_status", "signal_name",
+           "transition"]
 
 
 @dataclass
@@ -98,14 +81,9 @@ class Task:
         """start_new_session makes the leader its own session and group: pgid == sid == pid."""
         return self.pid
 
-    def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data.pop("started_mono", None)
-        return data
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Task":
-        """Rebuild a record written by `to_dict`; unknown keys (from a newer version) are ignored."""
+        """Rebuild a record written by `store.record_of`; unknown keys (from a newer version) are ignored."""
         names = {f.name for f in dataclasses.fields(cls)} - {"started_mono", "result"}
         task = cls(**{k: v for k, v in data.items() if k in names})
         if task.state not in STATES:
@@ -121,17 +99,18 @@ class Task:
 
 
 def transition(task: Task, new_state: str, result: TaskResult | None = None) -> None:
-    """Move `task` to `new_state` if the table allows it; a terminal state must come with its result.
+    """Move `task` to `new_state` if states.TASK_STATES allows it; a terminal state must come with its result.
 
-    The caller holds the engine's lock and notifies waiters afterwards; this function only guards the edge.
+    The only place a task's state is written. The caller holds the engine's lock and notifies waiters
+    afterwards; this function only guards the edge.
     """
-    TASK_STATES.check(task.state, new_state, task.id)
+    TASK_STATES.check(task.state, new_state, who=task.id)
     if new_state in TERMINAL:
         if result is None:
-            raise BadTransition(f"task {task.id}: {new_state} needs a result")
+            raise BadTransition(f"bash task {task.id}: {new_state} needs a result")
         task.result = result
     elif result is not None:
-        raise BadTransition(f"task {task.id}: {new_state} is not terminal and takes no result")
+        raise BadTransition(f"bash task {task.id}: {new_state} is not terminal and takes no result")
     task.state = new_state
 
 

@@ -7,7 +7,7 @@ import stat
 import pytest
 
 from hivebash import task as t
-from hivebash.store import TaskStore, read_tail
+from hivebash.store import TaskStore, read_tail, record_of
 
 
 def make(task_id="a", seq=1):
@@ -18,7 +18,7 @@ def test_dirs_0700_files_0600_and_atomic_records(tmp_path):
     store = TaskStore(tmp_path / "state")
     for fd in store.prepare("a"):
         os.close(fd)
-    store.save(make())
+    store.save_dict("a", record_of(make()))
     assert stat.S_IMODE(os.stat(store.dir).st_mode) == 0o700
     for kind in ("out", "err", "json"):
         assert stat.S_IMODE(os.stat(store.path("a", kind)).st_mode) == 0o600
@@ -28,10 +28,10 @@ def test_dirs_0700_files_0600_and_atomic_records(tmp_path):
 
 def test_load_all_orders_by_submission_and_skips_bad_records(tmp_path):
     store = TaskStore(tmp_path)
-    store.save(make("b", 2))
-    store.save(make("a", 1))
+    store.save_dict("b", record_of(make("b", 2)))
+    store.save_dict("a", record_of(make("a", 1)))
     (store.dir / "c.json").write_text("{torn")
-    (store.dir / "d.json").write_text(json.dumps(make("e").to_dict()))  # id does not match file name
+    (store.dir / "d.json").write_text(json.dumps(record_of(make("e"))))  # id does not match file name
     (store.dir / ".a.json.tmp").write_text("half")
     assert [x.id for x in store.load_all()] == ["a", "b"]
     assert not (store.dir / ".a.json.tmp").exists()

@@ -6,6 +6,7 @@ import signal
 import pytest
 
 from hivebash import task as t
+from hivebash.store import record_of
 
 
 def make(state=t.PENDING):
@@ -48,10 +49,10 @@ def test_terminal_needs_result_and_non_terminal_refuses_one():
 def test_record_round_trips_through_dict():
     task = make(t.RUNNING)
     t.transition(task, t.DONE, t.TaskResult(ended_at=2.0, duration=1.0, exit_code=3, rusage=t.Rusage(0.1, 0.2, 4096)))
-    back = t.Task.from_dict(task.to_dict() | {"future_field": 1})
+    back = t.Task.from_dict(record_of(task) | {"future_field": 1})
     assert back == task and back.result.rusage.cpu_seconds == pytest.approx(0.3)
     with pytest.raises(ValueError):
-        t.Task.from_dict(task.to_dict() | {"state": "weird"})
+        t.Task.from_dict(record_of(task) | {"state": "weird"})
 
 
 def test_exit_status_names_signal_deaths_like_bash():
