@@ -33,7 +33,7 @@ from .arguments import MAX_CMD_BYTES, EngineError, UnknownTask, check_list, chec
 from .entry import TaskEntry, TaskTable
 from .kill import Killer
 from .lifecycle import Lifecycle
-from .processes import find_processes, is_alive, stop_processes
+from .process_ops import LinuxProcessOps, ProcessOps
 from .reaper import OrphanReaper
 from .runner import Launcher
 from .store import RecordWriter, TaskStore, record_of
@@ -78,11 +78,12 @@ class Engine:
     """Bash tasks: submit, observe, stop, list. Thread-safe; one instance per daemon."""
 
     def __init__(self, settings: BashSettings, todos: Todos | None = None, *, subreaper: bool = False,
-                 wait_cap: float = WAIT_CAP_SECONDS, env: dict[str, str] | None = None):
+                 wait_cap: float = WAIT_CAP_SECONDS, env: dict[str, str] | None = None, ops: ProcessOps | None = None):
         self.settings = settings
         self.store = TaskStore(settings.state_dir, fsync=settings.fsync, fsync_window=settings.fsync_window)
         self.records = RecordWriter(self.store)
         self.subreaper = subreaper
+        self.ops = ops or LinuxProcessOps()  # every process operation of the engine and its workers
         self.wait_cap = wait_cap
         self._wake = Doorbell()  # rung by task ends and new orphan watches; must take no lock
         self.reaper = OrphanReaper(on_watch=self._wake.ring)
@@ -97,9 +98,10 @@ class Engine:
         self.table = TaskTable()
         self.todo_rules = TodoRules(todos or NoTodos(), self.store, lambda e: self.table.snapshot_locked(e).to_dict())
         self.lifecycle = Lifecycle(settings, self.tasks_changed, self.table, self.todo_rules, self.records,
-                                   self.reaper, Launcher(env), WorkerPool("bash-worker"), self._wake, subreaper)
+                                   self.reaper, Launcher(env), WorkerPool("bash-worker"), self._wake, subreaper,
+                                   self.ops)
         self.killer = Killer(settings, self.tasks_changed, self.table, self.lifecycle, self.reaper, self._wake,
-                             subreaper)
+                             subreaper, self.ops)
         self.retention = retention.Retention(settings, self.tasks_changed, self.table, self.todo_rules, self.records)
         self.housekeeper = retention.Housekeeper(self._wake, self.reaper, subreaper, self._our_markers,
                                                  self.retention.prune, lambda: self.table.closing)
@@ -114,7 +116,7 @@ class Engine:
         """Load the records, turn tasks that were pending/running into `interrupted` (recovery.py), apply
         retention, and start the housekeeping thread. Nothing else runs yet: no lock is needed."""
         tasks = self.store.load_all()
-        stale = recovery.interrupt_stale(tasks, self.settings.kill_grace)
+        stale = recovery.interrupt_stale(tasks, self.settings.kill_grace, self.ops)
         for t in tasks:
             self.table.add_locked(t)
             self.records.own(t.id, t)
@@ -150,10 +152,10 @@ class Engine:
             r.join(max(0.0, deadline - time.monotonic()))
         markers = {m: None for m in self._our_markers()}
         if markers:
-            found = find_processes(markers, self.subreaper, leaders=self.reaper.leaders())
+            found = self.ops.find(markers, self.subreaper, leaders=self.reaper.leaders())
             procs = [p for ps in found.values() for p in ps]
             self.reaper.remember(procs)
-            stop_processes(procs, force=True, deadline=time.monotonic() + 0.5)
+            self.ops.stop(procs, force=True, deadline=time.monotonic() + 0.5)
         self.reaper.reap(self._our_markers)
         self.todo_rules.flush()
         self.store.flusher.close()
@@ -313,7 +315,7 @@ class Engine:
             with self.tasks_changed:
                 entry.seen_to.update(view.output.read_to)
         if leftovers:
-            alive = [p for p in leftovers if is_alive(p)]
+            alive = [p for p in leftovers if self.ops.is_alive(p)]
             view.leftovers = [p.pid for p in alive]
             if len(alive) != len(leftovers):
                 with self.tasks_changed:

@@ -6,6 +6,7 @@ grace, the sweep of what the shell left); a kill only records what was asked and
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 
@@ -14,8 +15,9 @@ from common.waiting import Doorbell
 
 from . import task as T
 from .entry import TaskEntry, TaskTable
-from .lifecycle import Lifecycle, signal_group
-from .processes import ProcInfo, find_processes, is_alive, stop_processes
+from .lifecycle import Lifecycle
+from .process_ops import ProcessOps
+from .processes import ProcInfo
 from .reaper import OrphanReaper
 
 
@@ -23,7 +25,7 @@ class Killer:
     """Kills, under the engine's `tasks_changed` condition (methods ending in `_locked`: held by the caller)."""
 
     def __init__(self, settings: BashSettings, tasks_changed: threading.Condition, table: TaskTable,
-                 lifecycle: Lifecycle, reaper: OrphanReaper, wake: Doorbell, subreaper: bool):
+                 lifecycle: Lifecycle, reaper: OrphanReaper, wake: Doorbell, subreaper: bool, ops: ProcessOps):
         self.settings = settings
         self.tasks_changed = tasks_changed
         self.table = table
@@ -31,6 +33,7 @@ class Killer:
         self.reaper = reaper
         self.wake = wake
         self.subreaper = subreaper
+        self.ops = ops
 
     def kill(self, task_id: str, force: bool) -> tuple[str, str]:
         """(action, message): action is "cancelled", "signalled", "leftovers" or "nothing"."""
@@ -52,7 +55,7 @@ class Killer:
             self.lifecycle.record_ends([ended])
             return "cancelled", f"task {task_id} was pending: cancelled before it started"
         if state != T.RUNNING:  # (running: the leader stands for the group its worker is sweeping)
-            candidates = [p for p in candidates if is_alive(p)]
+            candidates = [p for p in candidates if self.ops.is_alive(p)]
         if not candidates:
             return "nothing", f"task {task_id} has already ended ({state}); nothing to stop"
         threading.Thread(target=self._stop_leftovers, args=(marker, force), daemon=True).start()
@@ -65,14 +68,14 @@ class Killer:
         if task.kill_signal != "SIGKILL":
             task.kill_signal = sig
         if task.state == T.RUNNING and not entry.leader_exited:
-            signal_group(task, sig)
+            self.ops.signal_group(task.pgid, getattr(signal, sig))
         if entry.runner is not None:
             entry.runner.poke()
 
     def _stop_leftovers(self, marker: str, force: bool) -> None:
-        procs = find_processes({marker: None}, self.subreaper, leaders=self.reaper.leaders())[marker]
+        procs = self.ops.find({marker: None}, self.subreaper, leaders=self.reaper.leaders())[marker]
         self.reaper.remember(procs)
-        stop_processes(procs, force=force, deadline=time.monotonic() + self.settings.kill_grace)
+        self.ops.stop(procs, force=force, deadline=time.monotonic() + self.settings.kill_grace)
         self.wake.ring()
 
 

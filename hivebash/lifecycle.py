@@ -19,12 +19,13 @@ from common.config import BashSettings
 from common.waiting import Doorbell
 
 from . import task as T
+from .arguments import EngineError
 from .entry import TaskEntry, TaskTable
+from .process_ops import ProcessOps
 from .processes import ProcInfo
 from .reaper import OrphanReaper
 from .runner import Launcher, TaskRunner
 from .store import RecordWriter, record_of
-from .arguments import EngineError
 from .task import Rusage, Task, TaskResult
 from .todo_rules import TodoRules
 from .workers import WorkerPool
@@ -32,12 +33,6 @@ from .workers import WorkerPool
 log = logging.getLogger(__name__)
 
 
-def signal_group(task: Task, sig: str) -> None:
-    """Signal the task's process group by the id recorded at spawn (never os.getpgid)."""
-    try:
-        os.killpg(task.pgid, getattr(signal, sig))
-    except ProcessLookupError:
-        pass
 
 
 class Ended(NamedTuple):
@@ -52,7 +47,7 @@ class Lifecycle:
 
     def __init__(self, settings: BashSettings, tasks_changed: threading.Condition, table: TaskTable,
                  rules: TodoRules, records: RecordWriter, reaper: OrphanReaper, launcher: Launcher,
-                 workers: WorkerPool, wake: Doorbell, subreaper: bool):
+                 workers: WorkerPool, wake: Doorbell, subreaper: bool, ops: ProcessOps):
         self.settings = settings
         self.tasks_changed = tasks_changed
         self.table = table
@@ -64,6 +59,7 @@ class Lifecycle:
         self.workers = workers
         self.wake = wake
         self.subreaper = subreaper
+        self.ops = ops
 
     @property
     def closing(self) -> bool:
@@ -100,7 +96,7 @@ class Lifecycle:
         while table.queue and len(table.started) < self.settings.max_running and not table.closing:
             entry = table.queue.popleft()
             entry.runner = TaskRunner(entry.task, self.store, self.reaper, self, self.settings.kill_grace,
-                                      self.subreaper, self.launcher, self.workers)
+                                      self.subreaper, self.launcher, self.workers, self.ops)
             table.started[entry.id] = entry
             runners.append(entry.runner)
         return runners
@@ -132,7 +128,7 @@ class Lifecycle:
             if entry is not None and entry.spawn_waiters:  # only then: other waits are for ended tasks
                 self.tasks_changed.notify_all()
             if task.kill_signal:  # killed while it was being started
-                signal_group(task, task.kill_signal)
+                self.ops.signal_group(task.pgid, getattr(signal, task.kill_signal))
 
     def on_still_running(self, task: Task) -> None:
         """The running record, written once the task has run for runner.RUNNING_RECORD_DELAY (see there)."""

@@ -11,17 +11,17 @@ import logging
 import time
 
 from . import task as T
-from .processes import find_processes, stop_processes
+from .process_ops import ProcessOps
 from .task import Task, TaskResult
 
 log = logging.getLogger(__name__)
 
 
-def interrupt_stale(tasks: list[Task], kill_grace: float) -> list[Task]:
+def interrupt_stale(tasks: list[Task], kill_grace: float, ops: ProcessOps) -> list[Task]:
     """SIGKILL the live processes of the tasks found active, move those tasks to `interrupted` and return them
     (the caller writes their records)."""
     stale = [t for t in tasks if t.state in T.ACTIVE]
-    alive = _stop_stale_processes(stale, kill_grace) if stale else set()
+    alive = _stop_stale_processes(stale, kill_grace, ops) if stale else set()
     now = time.time()
     for t in stale:
         # A pending record whose processes were found alive ran: its running record was still queued.
@@ -31,12 +31,12 @@ def interrupt_stale(tasks: list[Task], kill_grace: float) -> list[Task]:
     return stale
 
 
-def _stop_stale_processes(stale: list[Task], kill_grace: float) -> set[str]:
+def _stop_stale_processes(stale: list[Task], kill_grace: float, ops: ProcessOps) -> set[str]:
     """Stop the processes of `stale` as by a forced kill; return the markers of the tasks that had any."""
-    found = find_processes({t.marker: None for t in stale}, descendants_only=False)
+    found = ops.find({t.marker: None for t in stale}, descendants_only=False)
     by_marker = {t.marker: t for t in stale}
     victims = [p for m, procs in found.items() for p in procs if p.create_time >= by_marker[m].submitted_at - 1.0]
     if victims:
         log.warning("stopping %d leftover process(es) of interrupted tasks", len(victims))
-        stop_processes(victims, force=True, deadline=time.monotonic() + kill_grace)
+        ops.stop(victims, force=True, deadline=time.monotonic() + kill_grace)
     return {p.marker for p in victims}

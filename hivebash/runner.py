@@ -1,5 +1,6 @@
 """A worker per task (on a pooled thread, workers.py): wait, time out, signal the group, find escapees, reap
-(the spawn happens in the thread that starts the task, see TaskRunner.start).
+(the spawn happens in the thread that starts the task, see TaskRunner.start). Every process operation goes
+through a process_ops.ProcessOps.
 
 Facts this module is built on (docs/design.md, "Linux processes"):
 - `preexec_fn` is unsafe in a threaded process: the new session comes from `start_new_session=True`.
@@ -22,12 +23,12 @@ import resource
 import select
 import shutil
 import signal
-import subprocess
 import threading
 import time
 from typing import Protocol
 
-from .processes import MARKER_ENV, ProcInfo, ProcSet, drain_eventfd, find_processes, is_alive, orphan_children, stop_processes
+from .process_ops import Leader, LinuxProcessOps, ProcessOps
+from .processes import MARKER_ENV, ProcInfo, drain_eventfd
 from .reaper import OrphanReaper
 from .store import TaskStore
 from .task import Rusage, Task
@@ -103,8 +104,10 @@ class TaskRunner:
     so the worker re-evaluates."""
 
     def __init__(self, task: Task, store: TaskStore, reaper: OrphanReaper, hooks: RunnerHooks,
-                 kill_grace: float, subreaper: bool, launcher: Launcher, pool: WorkerPool):
+                 kill_grace: float, subreaper: bool, launcher: Launcher, pool: WorkerPool,
+                 ops: ProcessOps | None = None):
         self.task = task
+        self.ops = ops or LinuxProcessOps()
         self.store = store
         self.reaper = reaper
         self.hooks = hooks
@@ -122,7 +125,7 @@ class TaskRunner:
         self._wake_lock = threading.Lock()
         self.pool = pool
         self._done = threading.Event()
-        self._proc: subprocess.Popen | None = None  # spawned by `start`, supervised by the worker
+        self._proc: Leader | None = None  # spawned by `start`, supervised by the worker
         self._failure: str | None = None  # why `start` could not spawn it
         self._broken: str | None = None  # why the task, spawned, cannot be supervised (it is stopped)
         self._started = 0.0  # monotonic time of the spawn
@@ -186,7 +189,7 @@ class TaskRunner:
             thread.name = pooled_name
             self._done.set()
 
-    def _supervise_or_stop(self, proc: subprocess.Popen) -> None:
+    def _supervise_or_stop(self, proc: Leader) -> None:
         """Supervise the task to its end; if the worker fails once the process runs, stop the task instead."""
         reason = self._broken
         if reason is None:
@@ -199,12 +202,12 @@ class TaskRunner:
         if not self._ended:
             self._stop_after_failure(proc, reason)
 
-    def _stop_after_failure(self, proc: subprocess.Popen, reason: str) -> None:
+    def _stop_after_failure(self, proc: Leader, reason: str) -> None:
         """The task's process runs but its worker cannot supervise it: stop every process of the task, reap
         the leader and record the end as `killed`, saying why (never "failed to start": it did start)."""
         task = self.task
         try:
-            os.killpg(proc.pid, signal.SIGKILL)  # its own group (start_new_session); the unreaped leader holds the id
+            self.ops.signal_group(proc.pid, signal.SIGKILL)  # its own group; the unreaped leader holds the id
         except OSError:
             pass
         try:
@@ -214,8 +217,7 @@ class TaskRunner:
         status, rusage = signal.SIGKILL, Rusage(0.0, 0.0, 0, max_rss_exact=False)
         if proc.returncode is None:
             try:
-                _, status, usage = os.wait4(proc.pid, 0)
-                proc.returncode = status
+                status, usage = self.ops.reap(proc)
                 rusage = Rusage(usage.ru_utime, usage.ru_stime, usage.ru_maxrss * 1024, max_rss_exact=False)
             except ChildProcessError:
                 pass
@@ -224,7 +226,7 @@ class TaskRunner:
         self.hooks.on_ended(task, status, rusage, time.monotonic() - (task.started_mono or self._started), [],
                             failure=reason)
 
-    def _spawn(self) -> subprocess.Popen | None:
+    def _spawn(self) -> Leader | None:
         """The task's process, or None with `_failure` saying why (the worker reports it: reporting here
         would start the next queued task from inside this one's start)."""
         task, launcher = self.task, self.launcher
@@ -239,10 +241,9 @@ class TaskRunner:
             self.reaper.begin_spawn()
             proc = None
             try:
-                proc = self._proc = subprocess.Popen(
-                    ["bash", "-c", task.cmd], executable=launcher.bash, stdin=launcher.devnull, stdout=out,
-                    stderr=err, cwd=task.cwd, env=env, start_new_session=True, close_fds=True,
-                )
+                proc = self._proc = self.ops.spawn(["bash", "-c", task.cmd], executable=launcher.bash,
+                                                   stdin=launcher.devnull, stdout=out, stderr=err, cwd=task.cwd,
+                                                   env=env)
             finally:
                 self.reaper.end_spawn(proc.pid if proc is not None else None, task.marker)
             self._started = time.monotonic()
@@ -256,9 +257,9 @@ class TaskRunner:
         # no start time is read (that was a psutil read of /proc/<pid>/stat and /proc/stat on every task).
         return proc
 
-    def _supervise(self, proc: subprocess.Popen) -> None:
+    def _supervise(self, proc: Leader) -> None:
         task, pid = self.task, proc.pid
-        pidfd = os.pidfd_open(pid)
+        pidfd = self.ops.exit_fd(proc)
         try:
             exited_at = self._wait_leader(pidfd)
         finally:
@@ -268,8 +269,7 @@ class TaskRunner:
         self.hooks.on_leader_exited(task)
         stopping = bool(task.kill_signal or task.timed_out)
         leftovers = self._sweep(exited_at) if stopping else []
-        _, status, usage = os.wait4(pid, 0)
-        proc.returncode = status  # so Popen never polls this pid again (a recycled pid would be reaped)
+        status, usage = self.ops.reap(proc)
         self.reaper.drop_leader(pid)
         peak = usage.ru_maxrss * 1024
         # The daemon's high-water mark only grows, so one read after the task's end bounds what the task
@@ -286,7 +286,7 @@ class TaskRunner:
         daemons). Searched before the end is recorded, so the answer and the todo that report the end name
         them; they are only reported (kill stops them). As a subreaper with no orphan at all there is nothing
         to search: anything of the task that outlived its shell would have been re-parented to us."""
-        if getattr(self.hooks, "closing", False) or (self.subreaper and orphan_children(exited_at) == []):
+        if getattr(self.hooks, "closing", False) or (self.subreaper and self.ops.orphans(exited_at) == []):
             return []
         found = self._find(group=False, fresh_after=exited_at)
         if found:
@@ -331,20 +331,15 @@ class TaskRunner:
 
     def _signal_task(self, signum: int) -> None:
         """Signal the group (recorded pgid; the leader is unreaped so it is ours) and the escapees."""
-        try:
-            os.killpg(self.task.pgid, signum)
-        except ProcessLookupError:
-            pass
+        self.ops.signal_group(self.task.pgid, signum)
         escapees = self._find(group=False)
         if escapees:
-            held = ProcSet(escapees)
-            held.signal(signum)
-            held.close()
+            self.ops.signal(escapees, signum)
 
     def _find(self, group: bool, fresh_after: float | None = None) -> list[ProcInfo]:
         task = self.task
-        found = find_processes({task.marker: task.pgid if group else None}, self.subreaper, exclude={task.pid},
-                               leaders=self.reaper.leaders(), fresh_after=fresh_after)
+        found = self.ops.find({task.marker: task.pgid if group else None}, self.subreaper, exclude={task.pid},
+                              leaders=self.reaper.leaders(), fresh_after=fresh_after)
         return found[task.marker]
 
     def _sweep(self, exited_at: float) -> list[ProcInfo]:
@@ -359,13 +354,13 @@ class TaskRunner:
             return []
         if task.timed_out:
             hard = self._timeout_hard_deadline()
-            stop_processes(procs, force=time.monotonic() >= hard, deadline=hard, wake_fd=self._wake,
+            self.ops.stop(procs, force=time.monotonic() >= hard, deadline=hard, wake_fd=self._wake,
                            escalate=self._forced)
         elif task.kill_signal:
             force = task.kill_signal == "SIGKILL"
-            stop_processes(procs, force=force, deadline=exited_at + self.kill_grace, wake_fd=self._wake,
+            self.ops.stop(procs, force=force, deadline=exited_at + self.kill_grace, wake_fd=self._wake,
                            escalate=self._forced)
-        return [p for p in procs if is_alive(p)]
+        return [p for p in procs if self.ops.is_alive(p)]
 
     def _forced(self) -> bool:
         return self.task.kill_signal == "SIGKILL"

@@ -22,7 +22,8 @@ def make_engine(tmp_path, todos):
 
     def make(**overrides):
         wait_cap = overrides.pop("wait_cap", 30.0)
-        engine = Engine(settings(tmp_path, **overrides), todos, wait_cap=wait_cap)
+        ops = overrides.pop("ops", None)
+        engine = Engine(settings(tmp_path, **overrides), todos, wait_cap=wait_cap, ops=ops)
         engine.start()
         engines.append(engine)
         return engine
