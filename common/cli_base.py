@@ -18,6 +18,7 @@ import click
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 120}
 EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 1, 2, 3
+WAIT_WORTH_SAYING = 2.0  # seconds: an operator waiting longer than this on a silent terminal is told why
 CLIENT_EXIT_CODES = (
     (EXIT_REFUSED, "the daemon refused the call (unknown id or name, a bad value: the message says which)"),
     (EXIT_USAGE, "bad usage of the command line"),
@@ -98,6 +99,7 @@ class DaemonClient:
 
     def __init__(self, prog: str, url: str, token_file: Path | None, timeout: float):
         self.prog, self.url, self.timeout = prog, url, timeout
+        self._said_waiting = False
         self.token = _read_token(token_file) if token_file is not None else None
 
     def call(self, tool: str, arguments: dict[str, Any], *, as_json: bool = False, wait: float = 0.0):
@@ -105,6 +107,7 @@ class DaemonClient:
         or as {"error": ...} with --json)."""
         from common.mcp_client import McpClientError, call_tool
 
+        self._say_waiting(wait)
         try:
             result = call_tool(self.url, tool, {k: v for k, v in arguments.items() if v is not None},
                                token=self.token, timeout=self.timeout + wait)
@@ -116,6 +119,14 @@ class DaemonClient:
                 sys.exit(EXIT_REFUSED)
             fail(self.prog, result.text.strip(), EXIT_REFUSED)
         return result
+
+
+    def _say_waiting(self, wait: float) -> None:
+        """On a terminal, say once that a long wait is a wait (the answer itself comes when it ends)."""
+        if wait >= WAIT_WORTH_SAYING and not self._said_waiting and sys.stderr.isatty():
+            click.echo(f"{self.prog}: waiting up to {wait:g} s for the result (Ctrl-C stops waiting, not the task)",
+                       err=True)
+            self._said_waiting = True
 
 
 def _read_token(path: Path) -> str:

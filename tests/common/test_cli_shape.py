@@ -97,3 +97,18 @@ def test_an_os_error_is_one_line_without_a_traceback(tmp_path):
     (tmp_path / OUTBOX_DIRNAME / "bash" / JOURNAL_NAME).mkdir(parents=True)  # a directory where the journal belongs
     out = subprocess.run([str(BIN / "hive-todos"), "outbox", str(tmp_path)], capture_output=True, text=True, timeout=30)
     assert out.returncode == 1 and out.stderr.startswith("Error: ") and len(out.stderr.splitlines()) == 1, out.stderr
+
+
+def test_a_long_wait_is_announced_on_a_terminal_only():
+    import os
+    import pty
+
+    argv = [str(BIN / "hive-bash"), "--url", "http://127.0.0.1:1/mcp", "run", "--wait", "5", "true"]
+    master, slave = pty.openpty()
+    on_tty = subprocess.run(argv, stdout=subprocess.PIPE, stderr=slave, timeout=30)
+    os.close(slave)
+    said = os.read(master, 4096).decode()
+    os.close(master)
+    assert on_tty.returncode == 3 and "waiting up to 5 s for the result" in said, said
+    piped = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert piped.returncode == 3 and "waiting" not in piped.stderr
