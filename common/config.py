@@ -112,9 +112,6 @@ class BashSettings(ServerSettings):
             raise click.BadParameter(f"must be one of {', '.join(FSYNC_MODES)}", param_hint="--fsync")
         if not 0 <= self.fsync_window <= 10:
             raise click.BadParameter("must be between 0 and 10 seconds", param_hint="--fsync-window")
-
-    def validate(self) -> None:
-        super().validate()
         if self.max_running < 1:
             raise click.BadParameter("must be at least 1, or every task stays pending forever", param_hint="--max-running")
         if self.kill_grace < 0:

@@ -4,11 +4,13 @@ relative to the answer), never by timing the disk."""
 
 import json
 import os
+import subprocess
 import threading
 
 import pytest
 
 from common.durability import ALWAYS, BATCHED, Flusher
+from daemon_harness import VENV_BIN
 
 
 class SyncRecorder:
@@ -101,3 +103,10 @@ def _open_files() -> set[str]:
 def test_unknown_mode_is_refused_naming_the_knob(tmp_path):
     with pytest.raises(ValueError, match="fsync: must be one of batched, always"):
         Flusher(tmp_path, "sometimes")
+
+
+@pytest.mark.parametrize("option,value", [("--fsync", "sometimes"), ("--fsync-window", "11")])
+def test_bad_fsync_knobs_stop_the_daemon_naming_the_flag(tmp_path, option, value):
+    done = subprocess.run([str(VENV_BIN / "hive-bash-daemon"), option, value, "--port", "0", "--state-dir", str(tmp_path / "state")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and option in done.stderr and "Traceback" not in done.stderr, done.stderr
