@@ -52,6 +52,11 @@ class ServerSettings:
     )
     connection_limit: int = knob(200, "count", "Open connections waitress accepts at once (Claude Code reconnects every turn).")
     channel_timeout: int = knob(120, "seconds", "Idle connection timeout; well above the 30 s wait cap.")
+    share_group: str | None = knob(
+        None, "group", "A group (name or gid) that may read the state directory and the task files in it "
+        "(directories 2750, records and outputs 0640), e.g. the agent's group when the daemons run as another "
+        "user. Unset: the daemon's user alone (0700, 0600)."
+    )
     body_timeout: float = knob(
         5.0, "seconds", "A request (headers and body) must arrive within this long of its first byte, or the "
         "connection is closed: a stalled upload costs one connection for seconds, not the idle timeout."

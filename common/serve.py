@@ -24,6 +24,7 @@ from common.connection_guard import SWEEP_SECONDS, ConnectionPolicy, allowed_uid
 from common.connection_guard import install as install_connection_guard
 from common.http_guard import is_loopback_address, read_token_file
 from common.safe_files import create_fresh
+from common.state_dir import share_gid
 from common.waiting import Doorbell
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ def check_can_serve(settings: ServerSettings) -> None:
     if settings.token_file is not None:
         read_token_file(settings.token_file)
     allowed_uids(settings)
+    share_gid(settings.share_group)
 
 
 def write_ready_file(path: Path, url: str) -> None:

@@ -14,6 +14,7 @@ The lock file descriptor is close-on-exec: a task outliving its daemon must not 
 from __future__ import annotations
 
 import fcntl
+import grp
 import logging
 import os
 import stat
@@ -25,6 +26,8 @@ import click
 log = logging.getLogger(__name__)
 
 PRIVATE_DIR_MODE = 0o700
+# Read and traverse for the share group; setgid so what is created inside gets that group too.
+SHARED_DIR_MODE = 0o2750
 _FOREIGN_WRITE = stat.S_IWGRP | stat.S_IWOTH
 
 
@@ -46,8 +49,22 @@ class StateDir:
             self.lock_fd = None
 
 
-def claim_state_dir(path: Path | str, name: str, dir_mode: int = PRIVATE_DIR_MODE) -> StateDir:
-    """Resolve `path` to an absolute path, create it if missing, check it, lock `<name>.lock`, make it private."""
+def share_gid(group: str | None) -> int | None:
+    """The gid of --share-group (a number or a group name of this machine), None when unset."""
+    if group is None or not group.strip():
+        return None
+    group = group.strip()
+    if group.isdigit():
+        return int(group)
+    try:
+        return grp.getgrnam(group).gr_gid
+    except KeyError:
+        raise click.BadParameter(f"{group!r} is neither a gid nor a group of this machine", param_hint="--share-group") from None
+
+
+def claim_state_dir(path: Path | str, name: str, gid: int | None = None) -> StateDir:
+    """Resolve `path` to an absolute path, create it if missing, check it, lock `<name>.lock`, then make its
+    directories the daemon's alone (0700), or readable by group `gid` (2750, that group)."""
     absolute = Path(os.path.abspath(path))
     try:
         absolute.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
@@ -56,7 +73,7 @@ def claim_state_dir(path: Path | str, name: str, dir_mode: int = PRIVATE_DIR_MOD
     check_tree(absolute)
     lock_path = absolute / f"{name}.lock"
     fd = _lock(lock_path, name)
-    _make_private(absolute, dir_mode)
+    _set_modes(absolute, gid)
     log.info("state directory %s (locked by pid %d in %s)", absolute, os.getpid(), lock_path.name)
     return StateDir(absolute, lock_path, fd)
 
@@ -112,8 +129,12 @@ def _lock(lock_path: Path, name: str) -> int:
         raise
 
 
-def _make_private(top: Path, dir_mode: int) -> None:
+def _set_modes(top: Path, gid: int | None) -> None:
     # os.walk yields real directories only (it does not descend into symlinks), and nobody else can write in
     # this tree (check_tree), so none of them can be swapped for a link in between.
     for current, _, _ in os.walk(top):
-        os.chmod(current, dir_mode)
+        if gid is None:
+            os.chmod(current, PRIVATE_DIR_MODE)
+        else:
+            os.chown(current, -1, gid)
+            os.chmod(current, SHARED_DIR_MODE)

@@ -52,7 +52,7 @@ def daemon_main(**options: Any) -> None:
     from common.todos.delivery import TodoDelivery
     from common.mcp_http import McpApp
     from common.serve import check_can_serve, serve_daemon
-    from common.state_dir import claim_state_dir
+    from common.state_dir import claim_state_dir, share_gid
 
     from .engine import Engine
     from .reaper import become_subreaper
@@ -62,7 +62,7 @@ def daemon_main(**options: Any) -> None:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Every check that can refuse the start, then the lock, before anything on disk is read or recovered.
     check_can_serve(settings)
-    state = claim_state_dir(settings.state_dir, "bash")
+    state = claim_state_dir(settings.state_dir, "bash", share_gid(settings.share_group))
     settings = dataclasses.replace(settings, state_dir=state.path)
     _raise_fd_limit()
     # Before any task starts: orphans of tasks (setsid escapees, & children of a finished shell) must be

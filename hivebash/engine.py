@@ -80,7 +80,8 @@ class Engine:
     def __init__(self, settings: BashSettings, todos: Todos | None = None, *, subreaper: bool = False,
                  wait_cap: float = WAIT_CAP_SECONDS, env: dict[str, str] | None = None, ops: ProcessOps | None = None):
         self.settings = settings
-        self.store = TaskStore(settings.state_dir, fsync=settings.fsync, fsync_window=settings.fsync_window)
+        self.store = TaskStore(settings.state_dir, fsync=settings.fsync, fsync_window=settings.fsync_window,
+                               shared=settings.share_group is not None)
         self.records = RecordWriter(self.store)
         self.subreaper = subreaper
         self.ops = ops or LinuxProcessOps()  # every process operation of the engine and its workers

@@ -23,8 +23,9 @@ from typing import Any
 
 from common.durability import ALWAYS, Flusher
 from common.names import check_name
-from common.terminal_text import readable
 from common.safe_files import NOFOLLOW, NotOurFile, check_own, create_fresh, open_own, read_own
+from common.state_dir import SHARED_DIR_MODE
+from common.terminal_text import readable
 
 from .task import Task
 
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+SHARED_FILE_MODE = 0o640
 RECORD_VERSION = 1
 _TMP_SUFFIX = ".tmp"
 
@@ -91,23 +93,27 @@ def _unlink_missing_ok(path: str) -> None:
         pass
 
 
-def _open_append(path: str) -> int:
+def _open_append(path: str, mode: int) -> int:
     flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
     try:
         return open_own(path, flags)
     except FileNotFoundError:
-        return os.open(path, flags | os.O_CREAT | os.O_EXCL | NOFOLLOW, FILE_MODE)
+        return os.open(path, flags | os.O_CREAT | os.O_EXCL | NOFOLLOW, mode)
 
 
 class TaskStore:
     """The `bash-tasks` directory: one record and two output files per task id."""
 
-    def __init__(self, state_dir: Path, fsync: str = ALWAYS, fsync_window: float = 0.0):
+    def __init__(self, state_dir: Path, fsync: str = ALWAYS, fsync_window: float = 0.0, shared: bool = False):
+        """`shared`: the state directory's group may read (common/state_dir.py, --share-group): records and
+        outputs 0640, the directory 2750 (it inherits the group from the setgid state directory)."""
         self.state_dir = Path(state_dir).absolute()
         self.dir = self.state_dir / "bash-tasks"
+        self.file_mode = SHARED_FILE_MODE if shared else FILE_MODE
+        dir_mode = SHARED_DIR_MODE if shared else DIR_MODE
         for d in (self.state_dir, self.dir):
-            d.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-        os.chmod(self.dir, DIR_MODE)
+            d.mkdir(mode=dir_mode, parents=True, exist_ok=True)
+        os.chmod(self.dir, dir_mode)
         self.flusher = Flusher(self.dir, fsync, fsync_window)
 
     def path(self, task_id: str, kind: str) -> Path:
@@ -135,12 +141,11 @@ class TaskStore:
                 _unlink_missing_ok(f"{base}.{old}")
             return self._create_outputs(base)
 
-    @staticmethod
-    def _create_outputs(base: str) -> tuple[int, int]:
+    def _create_outputs(self, base: str) -> tuple[int, int]:
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | NOFOLLOW
-        out = os.open(f"{base}.out", flags, FILE_MODE)
+        out = os.open(f"{base}.out", flags, self.file_mode)
         try:
-            return out, os.open(f"{base}.err", flags, FILE_MODE)
+            return out, os.open(f"{base}.err", flags, self.file_mode)
         except BaseException:
             os.close(out)
             raise
@@ -151,9 +156,9 @@ class TaskStore:
         prepare is created again."""
         check_name(task_id, "id")
         base = f"{self.dir}/{task_id}"
-        out = _open_append(f"{base}.out")
+        out = _open_append(f"{base}.out", self.file_mode)
         try:
-            err = _open_append(f"{base}.err")
+            err = _open_append(f"{base}.err", self.file_mode)
         except BaseException:
             os.close(out)
             raise
@@ -165,7 +170,7 @@ class TaskStore:
         final = f"{self.dir}/{task_id}.json"  # plain strings: Path arithmetic was a visible share of a write
         tmp = f"{self.dir}/.{task_id}.json{_TMP_SUFFIX}"
         payload = json.dumps({"version": RECORD_VERSION, **record}, separators=(",", ":")).encode()
-        fd = create_fresh(tmp, os.O_WRONLY, FILE_MODE)
+        fd = create_fresh(tmp, os.O_WRONLY, self.file_mode)
         try:
             os.write(fd, payload)
             self.flusher.before_rename(fd)

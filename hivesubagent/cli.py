@@ -51,13 +51,13 @@ def daemon_main(**options: Any) -> None:
     from common.todos.delivery import TodoDelivery
     from common.mcp_http import McpApp
     from common.serve import check_can_serve, serve_daemon
-    from common.state_dir import claim_state_dir
+    from common.state_dir import claim_state_dir, share_gid
     from hivesubagent.engine import SOURCE, SubagentEngine
     from hivesubagent.tools import build_registry
 
     # Every check that can refuse the start, then the lock, before the outbox is read back.
     check_can_serve(settings)
-    state = claim_state_dir(settings.state_dir, SERVER_NAME)
+    state = claim_state_dir(settings.state_dir, SERVER_NAME, share_gid(settings.share_group))
     settings = dataclasses.replace(settings, state_dir=state.path)
     todos = TodoDelivery(SOURCE, state.path, settings.agent_socket)
     try:

@@ -46,9 +46,10 @@ let
       // lib.optionalAttrs (config.hyperhive.agentSocket != null) {
         HIVE_AGENT_SOCKET = toString config.hyperhive.agentSocket;
       }
-      // lib.optionalAttrs (cfg.agentUser != null && cfg.agentUser != cfg.user) {
-        # A user name: the daemon resolves it at start (an unknown name refuses the start, naming it).
+      // lib.optionalAttrs sharing {
+        # Names: the daemon resolves them at start (an unknown name refuses the start, naming it).
         "${d.envPrefix}_ALLOW_UID" = cfg.agentUser;
+        "${d.envPrefix}_SHARE_GROUP" = agentGroup;
       }
       // lib.optionalAttrs (cfg.tokenFile != null) {
         # systemd copies the token (LoadCredential below) to this root-owned, unit-private path,
@@ -64,8 +65,19 @@ let
         User = cfg.user;
         WorkingDirectory = cfg.workingDirectory;
       }
+      // lib.optionalAttrs sharing {
+        # The agent's group reads task records and outputs (0640, directories 2750): the umask must let the
+        # group bits through, and the daemon must be in that group to give its directories to it.
+        UMask = "0027";
+        StateDirectoryMode = "2750";
+        SupplementaryGroups = [ agentGroup ];
+      }
       // lib.optionalAttrs (cfg.tokenFile != null) { LoadCredential = "token:${cfg.tokenFile}"; };
   };
+
+  # The daemons run as a user other than the agent's: the agent may call them and read their task files.
+  sharing = cfg.agentUser != null && cfg.agentUser != cfg.user;
+  agentGroup = config.users.users.${cfg.agentUser}.group or cfg.agentUser;
 
   bash = units.daemons.bash // { stateDirectory = cfg.bashStateDirectory; };
   subagent = units.daemons.subagent // { stateDirectory = cfg.subagentStateDirectory; };
@@ -106,7 +118,9 @@ in
       example = "agent";
       description = ''
         The agent's user, when the daemons run as another `user`: its uid may call both daemons
-        (--allow-uid, HIVE_*_ALLOW_UID). Every uid but the daemons' own and this one gets 403 on the ports.
+        (--allow-uid, HIVE_*_ALLOW_UID; every uid but the daemons' own and this one gets 403 on the ports),
+        and its primary group may read the state directories' task records and outputs (--share-group:
+        directories 2750, files 0640, UMask=0027, the group added to the daemons' SupplementaryGroups).
         Unset (the default): the agent is `user` itself, one user for both.
       '';
     };

@@ -135,9 +135,13 @@ def test_agent_user_is_allowed_to_call_when_the_daemons_run_as_another(evaluate_
     services = evaluate_module('{ hyperhive.mcp.user = "hive"; hyperhive.mcp.agentUser = "agent"; }')["services"]
     for name, prefix in (("hive-bash", "HIVE_BASH"), ("hive-subagent", "HIVE_SUBAGENT")):
         assert services[name]["environment"][f"{prefix}_ALLOW_UID"] == "agent"
+        assert services[name]["environment"][f"{prefix}_SHARE_GROUP"] == "agent"  # no users.users entry: its name
+        sc = services[name]["serviceConfig"]
+        assert sc["UMask"] == "0027" and sc["StateDirectoryMode"] == "2750" and sc["SupplementaryGroups"] == ["agent"]
     for definition in ("{ }", '{ hyperhive.mcp.user = "agent"; hyperhive.mcp.agentUser = "agent"; }'):
         for service in evaluate_module(definition)["services"].values():
-            assert not any(k.endswith("_ALLOW_UID") for k in service["environment"]), "one user: nobody else"
+            assert not any(k.endswith(("_ALLOW_UID", "_SHARE_GROUP")) for k in service["environment"]), "one user"
+            assert service["serviceConfig"]["UMask"] == "0077"
 
 
 def test_non_root_user_keeps_sudo_working(evaluate_module):

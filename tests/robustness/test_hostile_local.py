@@ -307,3 +307,35 @@ def test_a_lone_surrogate_is_a_bad_argument_naming_the_field(tmp_path, which):
         assert "unexpected error serving" not in d.log()
     finally:
         d.stop()
+
+
+# -- sharing the task files with the agent's group ---------------------------------------------------------------------
+
+
+def _read_as(uid: int, gid: int, path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["/bin/cat", str(path)], user=uid, group=gid, extra_groups=[], cwd="/",
+                          capture_output=True, text=True, timeout=60)
+
+
+@as_nobody
+def test_a_share_group_reads_task_files_and_nobody_else_does(tmp_path, short_dir):
+    """--share-group (the NixOS module's agentUser): the agent's group reads records and outputs, others not."""
+    os.chmod(short_dir, 0o711)  # under /tmp, so other uids can reach it (pytest's own tree is 0700 root)
+    state = short_dir / "state"
+    d = BashDaemon(tmp_path, state, None, extra=["--share-group", str(NOBODY), "--allow-uid", str(NOBODY)]).start()
+    try:
+        task = d.call("run", cmd="echo shared-output", wait_seconds=20)
+        assert task["status"] == "done"
+        tasks_dir = state / "bash-tasks"
+        out_file, record = tasks_dir / f"{task['id']}.out", tasks_dir / f"{task['id']}.json"
+        for directory in (state, tasks_dir):
+            info = os.stat(directory)
+            assert (info.st_mode & 0o7777, info.st_gid) == (0o2750, NOBODY), directory
+        for path in (out_file, record):
+            info = os.stat(path)
+            assert (info.st_mode & 0o777, info.st_gid) == (0o640, NOBODY), path
+        assert _read_as(NOBODY, NOBODY, out_file).stdout == "shared-output\n"
+        outsider = _read_as(NOBODY - 1, NOBODY - 1, out_file)
+        assert outsider.returncode != 0 and "Permission denied" in outsider.stderr
+    finally:
+        d.stop()
