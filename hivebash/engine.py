@@ -311,7 +311,7 @@ class Engine:
             entry = self.table.get_locked(task_id)
             leftovers = list(entry.leftovers)
             seen_to = dict(entry.seen_to)
-        read_output(view, self.store, request, seen_to)
+        read_output(view, self.store, request, seen_to, self.settings.tail_bytes)
         if shows and (request is None or request.moves_cursor) and view.output.read_to:
             with self.tasks_changed:
                 entry.seen_to.update(view.output.read_to)

@@ -489,10 +489,11 @@ def _tail_bytes(fd: int, start: int, size: int, share: int) -> tuple[bytes, int]
         raw, first = raw[cut:], first + cut
 
 
-def tail(sources: list[Source], starts: dict[str, int] | None = None, budget: int = VIEW_BUDGET) -> View:
+def tail(sources: list[Source], starts: dict[str, int] | None = None, budget: int = VIEW_BUDGET,
+         cap: int | None = None) -> View:
     """The end of each source, cleaned, within `budget` bytes in all; with `starts`, only what lies after
     `starts[stream]` (what the reader has not been shown: new_only). Empty streams leave their share to
-    the others."""
+    the others. `cap`: at most that many bytes of any one stream (the daemon's --tail-bytes)."""
     sizes = {}
     for src in sources:
         try:
@@ -504,7 +505,8 @@ def tail(sources: list[Source], starts: dict[str, int] | None = None, budget: in
     by_need = sorted(sources, key=lambda s: sizes[s.stream] - begin[s.stream])
     for i, src in enumerate(by_need):  # a short stream leaves the rest of its share to the longer one
         # (text: an escaped byte takes up to 4 bytes of it)
-        shares[src.stream] = min(4 * (sizes[src.stream] - begin[src.stream]), left // (len(by_need) - i))
+        shares[src.stream] = min(4 * (sizes[src.stream] - begin[src.stream]), left // (len(by_need) - i),
+                                 cap if cap is not None else budget)
         left -= shares[src.stream]
     parts, data, read_to = [], {}, {}
     for src in sources:
@@ -645,11 +647,11 @@ def check_view(grep: object = None, context: object = None, from_line: object = 
 
 
 def render(sources: list[Source], request: ViewRequest, seen_to: dict[str, int] | None = None,
-           budget: int = VIEW_BUDGET) -> View:
+           budget: int = VIEW_BUDGET, tail_cap: int | None = None) -> View:
     """The view `request` asks for over `sources` (already narrowed to its streams). `seen_to`: where the
     agent was shown each stream up to (for new_only)."""
     if request.grep is not None:
         return grep(sources, request.grep, request.context, budget=budget)
     if request.from_line is not None:
         return window(sources, request.from_line, request.max_lines, budget=budget)
-    return tail(sources, starts=dict(seen_to or {}) if request.new_only else None, budget=budget)
+    return tail(sources, starts=dict(seen_to or {}) if request.new_only else None, budget=budget, cap=tail_cap)

@@ -75,7 +75,7 @@ class TaskView:
 
 
 def read_output(view: TaskView, store: TaskStore, request: ov.ViewRequest | None = None,
-                seen_to: dict[str, int] | None = None) -> None:
+                seen_to: dict[str, int] | None = None, tail_bytes: int | None = None) -> None:
     """Attach the output the answer shows (outside the engine's lock: these are file reads): the tails, or
     the view `request` asks for; `seen_to` is where the agent was shown each stream up to (new_only)."""
     task_id = view.task.id
@@ -88,7 +88,7 @@ def read_output(view: TaskView, store: TaskStore, request: ov.ViewRequest | None
         view.output = ov.View("".join(f"--- {s.stream}: empty (not started) ---\n" for s in sources), {"streams": {}})
         view.stdout, view.stderr = store.empty_tail(task_id, "out"), store.empty_tail(task_id, "err")
         return
-    view.output = ov.render(sources, request or ov.ViewRequest(), seen_to)
+    view.output = ov.render(sources, request or ov.ViewRequest(), seen_to, tail_cap=tail_bytes)
     shown = view.output.data["streams"]
     for stream, kind in (("stdout", "out"), ("stderr", "err")):
         got = shown.get(stream) if "text" in shown.get(stream, {}) else None
