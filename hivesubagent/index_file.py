@@ -1,10 +1,16 @@
 """The transcript index kept across daemon restarts, so the first call after a start reads only what claude
-appended while the daemon was down, not every named transcript again.
+appended while the daemon was down and each named transcript's last turn, not every named transcript again.
 
 `IndexKeeper` loads the index from the state directory when the daemon starts, brings it up to date in a
 background thread, for up to READY_WAIT_SECONDS before the daemon says it is ready (the first start on a
 folder pays for reading its named transcripts there, not in a caller's request), saves it when it changed
 (at most every SAVE_SECONDS) and once more when the daemon stops.
+The file holds no text of any session, only what makes a restart cheap: per transcript its mark (identity,
+offset, fingerprint) and name, and for a named one its summary as it stood before its last turn's prompt
+(turns, model, cumulative cost, times) with the offset where that prompt's line starts. The last turn (its
+prompt, outcome and result text) is read again from claude's transcript on the first look after a restart:
+claude's record stays the only copy of what a subagent said, and a restart reads one turn per named
+transcript, not all of it.
 A saved entry is only a starting point: it is checked like any other (identity, offset, fingerprint) before
 it is used, so a stale or foreign file costs a fresh read, never a wrong answer. A file that cannot be read
 back (corrupt, another format, not ours) is ignored with a warning: the index is rebuilt.
@@ -22,7 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hivesubagent.transcript import LastTurn, TranscriptReader
+from hivesubagent.transcript import TranscriptReader
 from hivesubagent.transcript_index import TranscriptIndex, _Entry, _Mark
 
 if TYPE_CHECKING:
@@ -30,12 +36,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2  # a file of another format is ignored: the index is rebuilt
 FILE_NAME = "transcript-index.json"
 SAVE_SECONDS = 10.0
 STOP_WAIT_SECONDS = 1.0
 # How long a starting daemon waits for the warm-up before it says it is ready: a restart's warm-up is a stat
-# per file and ends at once; a first start on a large folder goes on in the background past this.
+# per file and a read of each named transcript's last turn, and ends at once; a first start on a large folder
+# goes on in the background past this.
 READY_WAIT_SECONDS = 2.0
 _SUMMARY_FIELDS = ("session_id", "name", "archived", "turns", "model", "cost_usd", "first_at", "last_at")
 
@@ -43,12 +50,24 @@ _SUMMARY_FIELDS = ("session_id", "name", "archived", "turns", "model", "cost_usd
 def _entry_data(entry: _Entry) -> dict[str, Any]:
     mark = asdict(entry.mark)
     mark["fingerprint"] = base64.b64encode(entry.mark.fingerprint).decode()
-    data: dict[str, Any] = {"mark": mark, "name": entry.name, "reader": None}
-    if entry.reader is not None:
-        r = entry.reader
-        data["reader"] = {"summary": {k: getattr(r.t, k) for k in _SUMMARY_FIELDS},
-                          "turn": None if r.turn is None else asdict(r.turn), "last_message_id": r.last_message_id}
-    return data
+    return {"mark": mark, "name": entry.name, "reader": _before_last_turn(entry)}
+
+
+def _before_last_turn(entry: _Entry) -> dict[str, Any] | None:
+    """The summary as it stood before the last turn's prompt, and where that prompt starts (no text of it)."""
+    if entry.before_turn is not None:  # loaded and not looked at since: saved as it was loaded
+        return _summary(entry.before_turn, entry.turn_start)
+    reader = entry.reader
+    if reader is None or (reader.turn is not None and entry.turn_start is None):
+        return None  # nothing to save, or no offset to read the turn again from: the next run reads it whole
+    summary = _summary(reader, None if reader.turn is None else entry.turn_start)
+    if reader.turn is not None:
+        summary["summary"].update(turns=reader.t.turns - 1, cost_usd=reader.turn.cost_before_usd)
+    return summary
+
+
+def _summary(reader: TranscriptReader, turn_start: int | None) -> dict[str, Any]:
+    return {"summary": {k: getattr(reader.t, k) for k in _SUMMARY_FIELDS}, "turn_start": turn_start}
 
 
 def _entry_from(path: Path, data: dict[str, Any]) -> _Entry:
@@ -60,10 +79,13 @@ def _entry_from(path: Path, data: dict[str, Any]) -> _Entry:
         for key, value in data["reader"]["summary"].items():
             if key in _SUMMARY_FIELDS:
                 setattr(reader.t, key, value)
-        turn = data["reader"]["turn"]
-        reader.turn = None if turn is None else LastTurn(**turn)
-        reader.last_message_id = data["reader"]["last_message_id"]
-        entry.reader = reader
+        turn_start = data["reader"]["turn_start"]
+        if turn_start is None:
+            entry.reader = reader  # no turn yet: the summary is whole
+        elif isinstance(turn_start, int) and 0 <= turn_start < entry.mark.offset:
+            entry.before_turn, entry.turn_start = reader, turn_start
+        else:
+            raise ValueError(f"{path}: turn_start {turn_start!r} is not an offset before {entry.mark.offset}")
     return entry
 
 

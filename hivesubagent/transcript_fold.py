@@ -106,8 +106,9 @@ class _Lines:
             end = start - 1
 
 
-def fold(reader: TranscriptReader, data: bytes) -> None:
-    """Feed the complete lines of `data` to `reader` (see the module docstring for what is skipped)."""
+def fold(reader: TranscriptReader, data: bytes) -> int:
+    """Feed the complete lines of `data` to `reader` (see the module docstring for what is skipped); returns
+    where the block's last prompt line starts (-1: none), so the index knows where the reader's last turn began."""
     lines = _Lines(data)
     fed: dict[int, dict] = {}
     for start in lines.matching(_USER, 0, len(data)):
@@ -133,6 +134,7 @@ def fold(reader: TranscriptReader, data: bytes) -> None:
     for start in sorted(fed):
         reader.feed(fed[start])
     _take_last_stamp(reader, lines, fed, last_prompt)
+    return last_prompt
 
 
 def _take(fed: dict[int, dict], found: tuple[int, dict] | None) -> None:

@@ -63,6 +63,10 @@ class _Entry:
     mark: _Mark
     name: str | None
     reader: TranscriptReader | None = None  # named transcripts only: their whole summary so far
+    turn_start: int | None = None  # the offset of the line that starts the reader's last turn (its prompt)
+    # Restored from a saved index instead of `reader`: the summary as it stood just before `turn_start`, which
+    # holds no text of the session; the last turn is read again from the transcript on the first look.
+    before_turn: TranscriptReader | None = None
 
 
 def _mark(fd: int, st: os.stat_result, offset: int) -> _Mark:
@@ -164,10 +168,13 @@ class TranscriptIndex:
                 raise OSError(f"{path}: not a regular file")
             continued = entry is not None and entry.mark.continued_by(fd, st)
             if continued and entry.reader is not None:
-                entry = self._read_on(entry, fd, st)
+                entry = self._read_on(entry, fd, st, entry.mark.offset)
+            elif continued and full and entry.before_turn is not None:
+                entry.reader, entry.before_turn = entry.before_turn, None
+                entry = self._read_on(entry, fd, st, entry.turn_start)
             elif full:
                 fresh = _Entry(_Mark(st.st_dev, st.st_ino, 0, 0, 0, b""), None, TranscriptReader(Path(path)))
-                entry = self._read_on(fresh, fd, st)
+                entry = self._read_on(fresh, fd, st, 0)
             elif continued:
                 name = entry.name
                 entry = self._names_on(entry, fd, st)
@@ -184,10 +191,11 @@ class TranscriptIndex:
             os.close(fd)
 
     @staticmethod
-    def _read_on(entry: _Entry, fd: int, st: os.stat_result) -> _Entry:
-        offset = entry.mark.offset
-        for data, offset in _complete_blocks(fd, offset, st.st_size):
-            fold(entry.reader, data)
+    def _read_on(entry: _Entry, fd: int, st: os.stat_result, offset: int) -> _Entry:
+        for data, end in _complete_blocks(fd, offset, st.st_size):
+            if (prompt := fold(entry.reader, data)) >= 0:
+                entry.turn_start = end - len(data) + prompt
+            offset = end
         entry.name = entry.reader.t.name
         entry.mark = _mark(fd, st, offset)
         return entry

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from common.tools import ToolArgumentsError
+from hivesubagent import index_file
 from hivesubagent.result_pages import PAGE_BYTES
 from hivesubagent.tools import build_registry
 from mock_messages_api import long_reply
@@ -21,7 +22,7 @@ SKILL_DIR = Path(__file__).resolve().parents[2] / "hivesubagent" / "skills" / "c
 ANSWER_LIMIT = 8192  # bytes: every answer the model reads stays under it
 
 
-def test_a_50000_character_result_is_read_whole_through_pages(engine_factory, claude_bin, real_env, prompt_file):
+def test_a_50000_character_result_is_read_whole_through_pages(engine_factory, claude_bin, real_env, prompt_file, tmp_path):
     engine, todos = engine_factory(claude_bin, real_env)
     tools = build_registry(engine)
     engine.start("long", str(prompt_file), trigger="long-1 MOCK:long=50000")
@@ -54,6 +55,8 @@ def test_a_50000_character_result_is_read_whole_through_pages(engine_factory, cl
     assert past.is_error and "result_offset: 50001 is past the end (the result has 50000 characters)" in past.text
     # A restarted daemon (a new engine, nothing in memory) reads the same text from claude's transcript.
     engine.shutdown()
+    saved = (tmp_path / "state" / index_file.FILE_NAME).read_text()  # the index kept for the restart: no text of claude's
+    assert '"name":"long"' in saved and "line 000001" not in saved and "long-1" not in saved
     restarted, _ = engine_factory(claude_bin, real_env)
     assert read_all(build_registry(restarted))[0] == expected
 

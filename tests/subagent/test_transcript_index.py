@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from hivesubagent import transcript_index
+from hivesubagent import index_file, transcript_index
 from hivesubagent.sessions import SessionStore, archive_file
 from hivesubagent.transcript import read_transcript
 from hivesubagent.transcript_index import HEAD_BYTES, TAIL_BYTES, TranscriptIndex
@@ -70,9 +70,13 @@ def summary_fields(t) -> dict:
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(shapes=st.lists(st.sampled_from(sorted(SHAPES)), max_size=40), cuts=st.lists(st.integers(0, 4000), max_size=5))
-@example(shapes=["answer", "attachment", "interrupt", "interrupt-tool", "prompt"], cuts=[661])  # all but the newline
-def test_piecemeal_summary_equals_a_whole_parse(tmp_path, shapes, cuts):
+@given(shapes=st.lists(st.sampled_from(sorted(SHAPES)), max_size=40), cuts=st.lists(st.integers(0, 4000), max_size=5),
+       restarts=st.booleans())
+@example(shapes=["answer", "attachment", "interrupt", "interrupt-tool", "prompt"], cuts=[661], restarts=False)  # all but the newline
+@example(shapes=["cost", "prompt", "answer", "cost", "title"], cuts=[4000], restarts=True)  # the turn's cost starts before it
+def test_piecemeal_summary_equals_a_whole_parse(tmp_path, shapes, cuts, restarts):
+    """With `restarts`, the index is saved and loaded into a new one before every look (as a daemon restart
+    does): what was saved without the last turn's text, plus that turn read again, equals a whole parse."""
     data = b"".join(line(s, i) for i, s in enumerate(shapes))
     path = tmp_path / "grows" / "s.jsonl"
     whole = tmp_path / "whole" / "s.jsonl"  # the complete lines so far, parsed whole
@@ -87,8 +91,17 @@ def test_piecemeal_summary_equals_a_whole_parse(tmp_path, shapes, cuts):
         written = cut
         # A last line without its newline is still being written, even when it already parses: left for later.
         whole.write_bytes(data[: data.rfind(b"\n", 0, cut) + 1])
+        if restarts:
+            index = restarted(index, tmp_path / "index.json")
         assert summary_fields(index.summary(path)) == summary_fields(read_transcript(whole))
     assert index.name(path) == read_transcript(path).name
+
+
+def restarted(index: TranscriptIndex, saved: Path) -> TranscriptIndex:
+    index_file.save(index, saved)
+    fresh = TranscriptIndex()
+    fresh.adopt(index_file.load(saved))
+    return fresh
 
 
 @pytest.fixture
@@ -182,8 +195,6 @@ def test_the_name_is_decided_from_the_tail_or_else_the_head(store):
 
 
 def test_the_index_survives_a_restart_and_is_checked_before_use(store, tmp_path, caplog):
-    from hivesubagent import index_file
-
     kept = write(store.project_dir / "kept.jsonl", *turn(1), *turn(2))
     grown = write(store.project_dir / "grown.jsonl", *turn(1, "grows"))
     replaced = write(store.project_dir / "replaced.jsonl", *turn(1, "old"))
@@ -214,8 +225,6 @@ def test_the_index_survives_a_restart_and_is_checked_before_use(store, tmp_path,
 
 
 def test_a_saved_entry_read_only_to_its_offset_is_read_on_from_there(store, tmp_path, monkeypatch):
-    from hivesubagent import index_file
-
     path = write(store.project_dir / "s.jsonl", *[l for i in range(300) for l in turn(i)])
     store.read(path)
     index_file.save(store.index, tmp_path / "index.json")
@@ -237,3 +246,29 @@ def test_a_fifo_in_place_of_a_transcript_is_no_transcript(store):
     assert store.title(path) is None and store.index.entries() == 0
     with pytest.raises(OSError, match="not a regular file"):
         store.read(path)
+
+
+def test_the_saved_index_holds_no_text_and_the_result_is_read_again_from_the_transcript(store, tmp_path, caplog):
+    result = "RESULT-MARKER-" + "r" * 50000
+    answer = {"type": "assistant", "timestamp": stamp(9), "message": {
+        "id": "big", "model": "claude-opus-5-5", "content": [{"type": "text", "text": result}], "stop_reason": "end_turn"}}
+    prompt = {"type": "user", "message": {"role": "user", "content": "PROMPT-MARKER do the thing"}, "timestamp": stamp(8)}
+    path = write(store.project_dir / "s.jsonl", *turn(1), *turn(2), (json.dumps(prompt) + "\n").encode(),
+                 (json.dumps(answer) + "\n").encode(), *turn(3)[4:])
+    assert store.list()[0].last_turn.result_text == result
+    saved = tmp_path / index_file.FILE_NAME
+    index_file.save(store.index, saved)
+    text = saved.read_text()
+    assert "MARKER" not in text and "answer " not in text and "prompt " not in text and saved.stat().st_size < 1000
+    again = SessionStore(store.workdir, store.env)
+    again.index.adopt(index_file.load(saved))
+    index_file.save(again.index, saved)  # saved again before anything was read: still the same starting point
+    assert saved.read_text() == text
+    again = SessionStore(store.workdir, store.env)
+    again.index.adopt(index_file.load(saved))
+    found = again.find("job")
+    assert found.last_turn.result_text == result and found.last_turn.prompt == "PROMPT-MARKER do the thing"
+    assert summary_fields(found) == summary_fields(read_transcript(path))
+    # An index of the format before (which held the last turn's text) is ignored, not trusted.
+    saved.write_text(json.dumps({"format": 1, "entries": {}}))
+    assert index_file.load(saved) == {} and "format 1, not 2" in caplog.text
