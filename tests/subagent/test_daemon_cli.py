@@ -87,7 +87,7 @@ def test_daemon_end_to_end(daemon_factory, claude_bin, real_env, prompt_file, tm
 
     # claude writes the new turn's prompt to the transcript a moment after its init line
     listed = wait_until(lambda: (r := run_cli("list", env=env)).returncode == 0 and "turns=2" in r.stdout and r, 30,
-                        "the second turn in the transcript")
+                        "the second turn in the transcript", interval=0.2)  # each poll is a process start
     assert "name=job" in listed.stdout
 
     # SIGTERM: the running turn is interrupted, its todo delivered, no claude left behind, exit 0

@@ -291,7 +291,9 @@ def test_parallel_starts_of_one_name_run_once(engine_factory, fake_claude_bin, f
 
     def attempt():
         try:
-            engine.start("race", str(prompt_file), trigger="FAKE:sleep=5")
+            # Long enough that no attempt, however late under load, comes after the turn ended (the engine's
+            # shutdown interrupts it at teardown).
+            engine.start("race", str(prompt_file), trigger="FAKE:sleep=60")
             results.append("ok")
         except SubagentError as exc:
             results.append(str(exc))
