@@ -13,6 +13,7 @@ import signal
 import socket
 import threading
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -178,13 +179,41 @@ def _tune_gc() -> None:
     gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
 
 
-def serve_daemon(app, settings: ServerSettings, *, on_stop: Callable[[], None]) -> None:
-    """Serve `app` until SIGTERM/SIGINT; then call on_stop(), stop serving and return."""
+class _LaterApp:
+    """The WSGI app of a socket bound before the app exists (`listen`); nothing is served before `serve_daemon`
+    sets the target, since waitress's loop is not running yet (connections wait in the backlog)."""
+
+    def __init__(self):
+        self.target = None
+
+    def __call__(self, environ, start_response):
+        return self.target(environ, start_response)
+
+
+@dataclass
+class Listener:
+    """A bound, not yet serving, waitress server: a port that cannot be had refuses the start before the
+    daemon recovers anything from its state directory."""
+
+    server: object
+    app: _LaterApp
+
+
+def listen(settings: ServerSettings) -> Listener:
     check_bind_is_safe(settings)
+    app = _LaterApp()
     try:
-        server = _create_server(app, settings)
+        return Listener(_create_server(app, settings), app)
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}") from None
+
+
+def serve_daemon(app, settings: ServerSettings, *, on_stop: Callable[[], None], listener: Listener | None = None) -> None:
+    """Serve `app` (on `listener`, bound earlier, or on a socket bound now) until SIGTERM/SIGINT; then call
+    on_stop(), stop serving and return."""
+    listener = listener or listen(settings)
+    listener.app.target = app
+    server = listener.server
     url = _url(settings.host, server.effective_port)
     stopper = _Stopper(on_stop)
     previous = {s: signal.signal(s, stopper.handle) for s in (signal.SIGTERM, signal.SIGINT)}

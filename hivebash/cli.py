@@ -51,7 +51,7 @@ def daemon_main(**options: Any) -> None:
     """Serve the background-shell tools (run, status, kill, list) over MCP streamable HTTP at /mcp."""
     from common.todos.delivery import TodoDelivery
     from common.mcp_http import McpApp
-    from common.serve import check_can_serve, serve_daemon
+    from common.serve import check_can_serve, listen, serve_daemon
     from common.state_dir import claim_state_dir, share_gid
 
     from .engine import Engine
@@ -64,6 +64,7 @@ def daemon_main(**options: Any) -> None:
     check_can_serve(settings)
     state = claim_state_dir(settings.state_dir, "bash", share_gid(settings.share_group))
     settings = dataclasses.replace(settings, state_dir=state.path)
+    listener = listen(settings)  # a port that cannot be had refuses the start before recovery too
     _raise_fd_limit()
     # Before any task starts: orphans of tasks (setsid escapees, & children of a finished shell) must be
     # re-parented to us, not to init, so a kill can find and stop them.
@@ -76,7 +77,7 @@ def daemon_main(**options: Any) -> None:
         raise click.ClickException(f"--state-dir {settings.state_dir}: cannot be used: {exc.strerror or exc}") from None
     app = McpApp(build_registry(engine), "bash", package_version(), settings)
     try:
-        serve_daemon(app, settings, on_stop=engine.shutdown)
+        serve_daemon(app, settings, on_stop=engine.shutdown, listener=listener)
     finally:
         engine.shutdown()
         todos.flush(2.0)

@@ -50,7 +50,7 @@ def daemon_main(**options: Any) -> None:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from common.todos.delivery import TodoDelivery
     from common.mcp_http import McpApp
-    from common.serve import check_can_serve, serve_daemon
+    from common.serve import check_can_serve, listen, serve_daemon
     from common.state_dir import claim_state_dir, share_gid
     from hivesubagent.engine import SOURCE, SubagentEngine
     from hivesubagent.tools import build_registry
@@ -59,6 +59,7 @@ def daemon_main(**options: Any) -> None:
     check_can_serve(settings)
     state = claim_state_dir(settings.state_dir, SERVER_NAME, share_gid(settings.share_group))
     settings = dataclasses.replace(settings, state_dir=state.path)
+    listener = listen(settings)  # a port that cannot be had refuses the start before the outbox is read
     todos = TodoDelivery(SOURCE, state.path, settings.agent_socket)
     try:
         engine = SubagentEngine(settings, todos)
@@ -76,7 +77,7 @@ def daemon_main(**options: Any) -> None:
         todos.flush(5.0)
         todos.close()
 
-    serve_daemon(app, settings, on_stop=on_stop)
+    serve_daemon(app, settings, on_stop=on_stop, listener=listener)
 
 
 # ---------------------------------------------------------------------------------------------- the operator CLI

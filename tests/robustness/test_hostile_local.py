@@ -339,3 +339,27 @@ def test_a_share_group_reads_task_files_and_nobody_else_does(tmp_path, short_dir
         assert outsider.returncode != 0 and "Permission denied" in outsider.stderr
     finally:
         d.stop()
+
+
+def test_a_taken_port_refuses_the_start_before_anything_is_recovered(tmp_path):
+    """A daemon killed with a task running leaves a `running` record; a restart that cannot have its port must
+    leave it for the restart that can (which records it `interrupted` and stops its process)."""
+    state = tmp_path / "state"
+    first = BashDaemon(tmp_path, state, None).start()
+    task = first.call("run", cmd="sleep 300", wait_seconds=0)
+    wait_until(lambda: _record(state, task["id"])["state"] == "running", 30, "the running record")
+    first.kill9()
+    before = (state / "bash-tasks" / f"{task['id']}.json").read_bytes()
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = str(taken.getsockname()[1])
+        proc = subprocess.run([str(BASH_DAEMON), "--state-dir", str(state), "--port", port], capture_output=True,
+                              text=True, timeout=60, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert proc.returncode != 0 and f"cannot listen on 127.0.0.1:{port}" in proc.stderr, proc.stderr
+    assert (state / "bash-tasks" / f"{task['id']}.json").read_bytes() == before, "recovered before the bind"
+    again = BashDaemon(tmp_path, state, None).start()
+    try:
+        assert again.call("status", id=task["id"])["status"] == "interrupted"
+        marker = _record(state, task["id"])["marker"]
+        wait_until(lambda: not task_processes({marker}), 30, "the leftover process to be stopped")
+    finally:
+        again.stop()
