@@ -13,9 +13,11 @@ from typing import Any
 from common.names import InvalidName, check_name
 from common.waiting import WaitWindow, cap_wait
 
+from . import output_views as ov
 from . import task as T
 
 MAX_CMD_BYTES = 64 * 1024  # the schema says characters; the engine checks the encoded size too
+MAX_IDS = 20  # tasks one status may name
 
 
 class EngineError(ValueError):
@@ -90,3 +92,26 @@ def check_list(state: Any, limit: Any) -> None:
         raise EngineError(f"state: must be one of {', '.join(T.STATE_ORDER)}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise EngineError("limit: must be an integer >= 1")
+
+
+def check_wait_for(wait_for: object) -> None:
+    if wait_for is not None:
+        try:
+            ov.compile_pattern(wait_for)
+        except ov.ViewError as exc:
+            raise EngineError(str(exc).replace("grep:", "wait_for:", 1)) from None
+
+
+def check_ids(task_id: object, ids: object) -> list[str]:
+    """The ids a status is about: `id`, or the list `ids` (not both)."""
+    if ids is None:
+        if task_id is None:
+            raise EngineError("id: is required (or ids: a list of task ids)")
+        return [task_id]
+    if task_id is not None:
+        raise EngineError("ids: cannot be combined with id (give one or the other)")
+    if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_IDS:
+        raise EngineError(f"ids: must be a list of 1 to {MAX_IDS} task ids")
+    if len(set(map(str, ids))) != len(ids):
+        raise EngineError("ids: must not name a task twice")
+    return list(ids)

@@ -1,8 +1,10 @@
-"""The registry of bash tasks: run/status/kill/list, inline waits, and the daemon's start and shutdown.
+"""The registry of bash tasks: run/status/kill/list and the daemon's start and shutdown.
 
-The rooms: entry.py (one TaskEntry per task, the table and the queue), lifecycle.py (from the queue to the
-recorded end: the workers' hooks), todo_rules.py (which todo each task gets), retention.py (pruning and the
-housekeeping thread), views.py (snapshots and the answers' text), arguments.py (request checks).
+The rooms (docs/design.md has the whole map): entry.py (one TaskEntry per task, the table and the queue),
+lifecycle.py (from the queue to the recorded end: the workers' hooks), kill.py, answers.py (views and inline
+waits), todo_rules.py (which todo each task gets), retention.py (pruning and the housekeeping thread),
+recovery.py (what a start does with a previous daemon's tasks), process_ops.py (every process operation),
+arguments.py (request checks).
 
 One condition, `tasks_changed`, guards every TaskEntry, the table and the queue; every change of state is
 followed by `notify_all`, so an inline wait wakes the moment its task ends. Nothing under that lock waits on
@@ -24,12 +26,14 @@ from typing import Callable
 from common.config import BashSettings
 from common.todos import NoTodos, Todos
 from common.tools import never_gone
-from common.waiting import WAIT_CAP_SECONDS, Doorbell, WaitSlots, WaitWindow, cap_wait, wait_for
+from common.waiting import WAIT_CAP_SECONDS, Doorbell, WaitSlots, cap_wait, wait_for
 
 from . import inline_wait, recovery, retention
 from . import output_views as ov
 from . import task as T
-from .arguments import MAX_CMD_BYTES, EngineError, UnknownTask, check_list, check_name_argument, check_run, check_wait_seconds
+from .answers import Answers
+from .arguments import (MAX_CMD_BYTES, MAX_IDS, EngineError, UnknownTask, check_ids, check_list, check_name_argument,
+                        check_run, check_wait_for, check_wait_seconds)
 from .entry import TaskEntry, TaskTable
 from .kill import Killer
 from .lifecycle import Lifecycle
@@ -39,39 +43,16 @@ from .runner import Launcher
 from .store import RecordWriter, TaskStore, record_of
 from .task import Task
 from .todo_rules import TodoRules
-from .views import KillOutcome, ManyOutcome, Outcome, TaskView, read_output
+from .views import KillOutcome, ManyOutcome, Outcome, TaskView
 from .workers import WorkerPool
 
 log = logging.getLogger(__name__)
 
 SPAWN_GRACE = 0.05  # seconds run(wait_seconds=0) waits at most for the spawn of a task given a slot
-MAX_IDS = 20
 _SHUT_DOWN_PENDING = "interrupted: the daemon shut down before it started"
 
 
-def _check_wait_for(wait_for: object) -> None:
-    if wait_for is not None:
-        try:
-            ov.compile_pattern(wait_for)
-        except ov.ViewError as exc:
-            raise EngineError(str(exc).replace("grep:", "wait_for:", 1)) from None
-
-
-def _check_ids(task_id: object, ids: object) -> list[str]:
-    """The ids a status is about: `id`, or the list `ids` (not both)."""
-    if ids is None:
-        if task_id is None:
-            raise EngineError("id: is required (or ids: a list of task ids)")
-        return [task_id]
-    if task_id is not None:
-        raise EngineError("ids: cannot be combined with id (give one or the other)")
-    if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_IDS:
-        raise EngineError(f"ids: must be a list of 1 to {MAX_IDS} task ids")
-    if len(set(map(str, ids))) != len(ids):
-        raise EngineError("ids: must not name a task twice")
-    return list(ids)
-
-__all__ = ["MAX_CMD_BYTES", "Engine", "EngineError", "UnknownTask"]
+__all__ = ["MAX_CMD_BYTES", "MAX_IDS", "Engine", "EngineError", "UnknownTask"]
 
 
 class Engine:
@@ -103,6 +84,8 @@ class Engine:
                                    self.ops)
         self.killer = Killer(settings, self.tasks_changed, self.table, self.lifecycle, self.reaper, self._wake,
                              subreaper, self.ops)
+        self.answers = Answers(self.tasks_changed, self.table, self.todo_rules, self.store, self.ops, self.slots,
+                               self.notices, settings.tail_bytes)
         self.retention = retention.Retention(settings, self.tasks_changed, self.table, self.todo_rules, self.records)
         self.housekeeper = retention.Housekeeper(self._wake, self.reaper, subreaper, self._our_markers,
                                                  self.retention.prune, lambda: self.table.closing)
@@ -171,7 +154,7 @@ class Engine:
         `wait_for`); see todo_rules.py for todos. `client_gone()` says whether the caller hung up during the
         wait (then the result becomes a todo)."""
         req = check_run(cmd, timeout_secs, wait_seconds, cwd, self.default_cwd, self.wait_cap)
-        _check_wait_for(wait_for)
+        check_wait_for(wait_for)
         nonce, candidate = f"{self._ids.getrandbits(64):016x}", f"{self._ids.getrandbits(32):08x}"
         with self.tasks_changed:
             if self.table.closing:
@@ -203,9 +186,9 @@ class Engine:
         if window.seconds <= 0:
             if entry.spawn_waiters:
                 self._await_spawn(entry)
-            return Outcome(self._view(task_id, shows=True), window, 0.0, notices=self.notices)
-        watches = inline_wait.watches_for([entry], self._sources, wait_for, from_start=True) if wait_for else []
-        return self._wait([entry], window, from_run=True, client_gone=client_gone, watches=watches, wait_for=wait_for)
+            return Outcome(self.answers.view(task_id, shows=True), window, 0.0, notices=self.notices)
+        watches = inline_wait.watches_for([entry], self.answers.sources, wait_for, from_start=True) if wait_for else []
+        return self.answers.wait([entry], window, from_run=True, client_gone=client_gone, watches=watches, wait_for=wait_for)
 
     def _await_spawn(self, entry: TaskEntry) -> None:
         """A task given a slot just now is spawned within milliseconds: answer `running` rather than `pending`
@@ -245,8 +228,8 @@ class Engine:
         the output the answer shows. An `operator`'s status is not the agent's read: it clears no todo and
         moves no new_only cursor."""
         check_wait_seconds(wait_seconds)
-        _check_wait_for(wait_for)
-        wanted = _check_ids(task_id, ids)
+        check_wait_for(wait_for)
+        wanted = check_ids(task_id, ids)
         window = cap_wait(wait_seconds, default=0.0, cap=self.wait_cap)
         with self.tasks_changed:
             entries = [self.table.get_locked(i) for i in wanted]
@@ -258,70 +241,15 @@ class Engine:
                     self.todo_rules.hand_over_locked(entry, client_gone)
         shows = ids is None and not operator  # the answer shows the agent this task's output
         if registered:
-            watches = inline_wait.watches_for(entries, self._sources, wait_for, from_start=False) if wait_for else []
-            outcome = self._wait(entries, window, from_run=False, client_gone=client_gone, watches=watches,
+            watches = inline_wait.watches_for(entries, self.answers.sources, wait_for, from_start=False) if wait_for else []
+            outcome = self.answers.wait(entries, window, from_run=False, client_gone=client_gone, watches=watches,
                                  wait_for=wait_for, operator=operator, view=view, shows=shows)
         else:
             first = next((e for e in entries if e.task.terminal), entries[0])
-            outcome = Outcome(self._view(first.id, view, shows), window, 0.0, wait_for=wait_for, notices=self.notices)
+            outcome = Outcome(self.answers.view(first.id, view, shows), window, 0.0, wait_for=wait_for, notices=self.notices)
         if ids is None:
             return outcome
-        return ManyOutcome([self._view(e.id, None, shows=False) for e in entries], outcome)
-
-    def _wait(self, entries: list[TaskEntry], window: WaitWindow, from_run: bool,
-              client_gone: Callable[[], bool] = never_gone, watches=(), wait_for: str | None = None,
-              operator: bool = False, view: ov.ViewRequest | None = None, shows: bool = True) -> Outcome:
-        """Inline wait (the caller registered as a waiter of each entry under the lock). No free slot: answer
-        at once.
-
-        A caller that hung up while waiting will never read the result: it is left as the completion todo
-        instead of counting as seen; so is a result only an operator saw."""
-        skipped = not self.slots.try_acquire()
-        start = time.monotonic()
-        matched, matched_id = None, None
-        try:
-            if not skipped:
-                matched, matched_id = inline_wait.wait_any(self.tasks_changed, entries, window.seconds, time.monotonic,
-                                                           list(watches))
-            with self.tasks_changed:
-                for entry in entries:
-                    entry.inline_waiters -= 1
-                    if entry.task.terminal:
-                        self.todo_rules.hand_over_locked(entry, (lambda: True) if operator else client_gone)
-                    elif from_run:
-                        self.todo_rules.running_locked(entry, queued=entry in self.table.queue)
-                waited = time.monotonic() - start
-        finally:
-            if not skipped:
-                self.slots.release()
-        first = next((e for e in entries if e.id == matched_id or e.task.terminal), entries[0])
-        return Outcome(self._view(first.id, view, shows), window, waited, wait_skipped=skipped, wait_for=wait_for,
-                       matched=matched, matched_id=matched_id, notices=self.notices)
-
-    def _sources(self, task_id: str) -> list[ov.Source]:
-        return [ov.Source("stdout", str(self.store.path(task_id, "out"))),
-                ov.Source("stderr", str(self.store.path(task_id, "err")))]
-
-    def _view(self, task_id: str, request: ov.ViewRequest | None = None, shows: bool = False) -> TaskView:
-        """Snapshot under the lock; the output and leftover checks outside it (file and /proc reads). When
-        the answer `shows` the agent the end of the output, its new_only cursor moves there."""
-        self.todo_rules.flush()
-        with self.tasks_changed:
-            view = self.table.view_locked(task_id)
-            entry = self.table.get_locked(task_id)
-            leftovers = list(entry.leftovers)
-            seen_to = dict(entry.seen_to)
-        read_output(view, self.store, request, seen_to, self.settings.tail_bytes)
-        if shows and (request is None or request.moves_cursor) and view.output.read_to:
-            with self.tasks_changed:
-                entry.seen_to.update(view.output.read_to)
-        if leftovers:
-            alive = [p for p in leftovers if self.ops.is_alive(p)]
-            view.leftovers = [p.pid for p in alive]
-            if len(alive) != len(leftovers):
-                with self.tasks_changed:
-                    entry.leftovers = alive
-        return view
+        return ManyOutcome([self.answers.view(e.id, None, shows=False) for e in entries], outcome)
 
     # ----- kill -----------------------------------------------------------------------------------------------
 
@@ -329,7 +257,7 @@ class Engine:
         """Fire-and-forget: cancel a pending task, signal a running one's group, or stop a finished
         task's leftover processes (kill.py). Never waits for the task to end."""
         action, message = self.killer.kill(task_id, force)
-        return KillOutcome(self._view(task_id), action, message)
+        return KillOutcome(self.answers.view(task_id), action, message)
 
     def shell_exited(self, task_id: str) -> bool:
         """True while the task's shell has exited and its worker stops what it left (for tests, diagnostics)."""

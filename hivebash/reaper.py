@@ -59,7 +59,7 @@ class OrphanReaper:
     """
 
     def __init__(self, on_watch: Callable[[], None] = lambda: None) -> None:
-        self._cond = threading.Condition(threading.Lock())  # guards everything below
+        self._children_changed = threading.Condition(threading.Lock())  # guards everything below
         self._spawning = 0  # Popen calls between fork and end_spawn
         self._reaping = False  # a reap waits for the spawns in flight; new ones wait for it
         self._leaders: dict[int, str] = {}  # pid -> marker of every unreaped task leader
@@ -69,31 +69,31 @@ class OrphanReaper:
 
     def begin_spawn(self) -> None:
         """Before a `Popen` of a task leader; `end_spawn` must follow, whatever happens."""
-        with self._cond:
+        with self._children_changed:
             while self._reaping:
-                self._cond.wait()
+                self._children_changed.wait()
             self._spawning += 1
 
     def end_spawn(self, pid: int | None, marker: str) -> None:
         """After the `Popen` (pid None: it failed): register the new leader."""
-        with self._cond:
+        with self._children_changed:
             if pid is not None:
                 self._leaders[pid] = marker
                 self._known.pop(pid, None)
             self._spawning -= 1
             if not self._spawning:
-                self._cond.notify_all()
+                self._children_changed.notify_all()
 
     def drop_leader(self, pid: int) -> None:
-        with self._cond:
+        with self._children_changed:
             self._leaders.pop(pid, None)
 
     def leaders(self) -> dict[int, str]:
-        with self._cond:
+        with self._children_changed:
             return dict(self._leaders)
 
     def remember(self, procs: Iterable[ProcInfo]) -> None:
-        with self._cond:
+        with self._children_changed:
             added = sum(self._learn(info.pid, info.create_time) for info in procs if info.pid not in self._leaders)
         if added:
             self._on_watch()
@@ -111,11 +111,11 @@ class OrphanReaper:
 
     def watched(self) -> list[int]:
         """The pidfds of the known orphans, to poll for their deaths."""
-        with self._cond:
+        with self._children_changed:
             return list(self._watch.values())
 
     def has_known(self) -> bool:
-        with self._cond:
+        with self._children_changed:
             return bool(self._known)
 
     @property
@@ -137,15 +137,15 @@ class OrphanReaper:
             except psutil.Error:
                 continue
         markers = our_markers() if our_markers else set()
-        with self._cond:
+        with self._children_changed:
             self._reaping = True
             try:
                 while self._spawning:
-                    self._cond.wait()
+                    self._children_changed.wait()
                 reaped += self._reap_locked(children, markers)
             finally:
                 self._reaping = False
-                self._cond.notify_all()
+                self._children_changed.notify_all()
         return reaped
 
     def _reap_locked(self, children: list[psutil.Process], markers: set[str]) -> int:

@@ -265,24 +265,24 @@ class RecordWriter:
 
     def __init__(self, store: TaskStore):
         self.store = store
-        self._cond = threading.Condition(threading.Lock())
+        self._writes_changed = threading.Condition(threading.Lock())  # guards _owner and _busy
         self._owner: dict[str, object] = {}
         self._busy: set[str] = set()  # ids whose record is being written or deleted right now
 
     def own(self, task_id: str, owner: object | None) -> None:
         """Only `owner`'s records are written as `task_id` from now on (None: nobody's)."""
-        with self._cond:
+        with self._writes_changed:
             if owner is None:
                 self._owner.pop(task_id, None)
             else:
                 self._owner[task_id] = owner
             while task_id in self._busy:
-                self._cond.wait()
+                self._writes_changed.wait()
 
     def release(self, task_id: str, owner: object, delete) -> bool:
         """Retention: if `owner` still owns `task_id`, disown it and call `delete(task_id)` while no record of
         the id can be written (a `run` reusing the name waits in `own`). False if the name was taken again."""
-        with self._cond:
+        with self._writes_changed:
             if self._owner.get(task_id) is not owner:
                 return False
             del self._owner[task_id]
@@ -295,9 +295,9 @@ class RecordWriter:
 
     def save_now(self, task_id: str, owner: object, record: dict) -> None:
         """Write `record` (temp, rename) unless `owner` no longer owns the id. Raises OSError."""
-        with self._cond:
+        with self._writes_changed:
             while task_id in self._busy:
-                self._cond.wait()
+                self._writes_changed.wait()
             if self._owner.get(task_id) is not owner:
                 return
             self._claim(task_id)
@@ -308,10 +308,10 @@ class RecordWriter:
 
     def _claim(self, task_id: str) -> None:
         while task_id in self._busy:
-            self._cond.wait()
+            self._writes_changed.wait()
         self._busy.add(task_id)
 
     def _done(self, task_id: str) -> None:
-        with self._cond:
+        with self._writes_changed:
             self._busy.discard(task_id)
-            self._cond.notify_all()
+            self._writes_changed.notify_all()

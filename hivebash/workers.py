@@ -34,7 +34,7 @@ class WorkerPool:
         self.keep_idle = keep_idle
         self.idle_seconds = idle_seconds
         self.surplus_seconds = surplus_seconds
-        self._cond = threading.Condition(threading.Lock())
+        self._jobs_changed = threading.Condition(threading.Lock())  # guards the jobs and the thread counts
         self._jobs: collections.deque[Callable[[int], None]] = collections.deque()
         self._idle = 0
         self._live = 0
@@ -42,10 +42,10 @@ class WorkerPool:
 
     def submit(self, job: Callable[[int], None]) -> None:
         """Run `job(wake_fd)` in a pooled thread: an idle one if there is one for it, else a new one."""
-        with self._cond:
+        with self._jobs_changed:
             self._jobs.append(job)
             if self._idle >= len(self._jobs):  # every queued job has an idle thread to take it
-                self._cond.notify()
+                self._jobs_changed.notify()
                 return
             self._live += 1
             self._serial += 1
@@ -61,7 +61,7 @@ class WorkerPool:
 
     def _serve(self, wake: int) -> None:
         while True:
-            with self._cond:
+            with self._jobs_changed:
                 linger = self.idle_seconds if self._idle < self.keep_idle else self.surplus_seconds
                 deadline = time.monotonic() + linger
                 self._idle += 1
@@ -71,7 +71,7 @@ class WorkerPool:
                         self._idle -= 1
                         self._live -= 1
                         return
-                    self._cond.wait(remaining)
+                    self._jobs_changed.wait(remaining)
                 self._idle -= 1
                 job = self._jobs.popleft()
             try:
@@ -81,5 +81,5 @@ class WorkerPool:
 
     def threads(self) -> int:
         """Threads started and not yet retired (for tests and diagnostics)."""
-        with self._cond:
+        with self._jobs_changed:
             return self._live
