@@ -30,6 +30,7 @@ from typing import Protocol
 from .process_ops import Leader, LinuxProcessOps, ProcessOps
 from .processes import MARKER_ENV, ProcInfo, drain_eventfd
 from .reaper import OrphanReaper
+from .sweep import TaskProcesses
 from .store import TaskStore
 from .task import Rusage, Task
 from .workers import WorkerPool
@@ -108,6 +109,7 @@ class TaskRunner:
                  ops: ProcessOps | None = None):
         self.task = task
         self.ops = ops or LinuxProcessOps()
+        self.procs = TaskProcesses(task, self.ops, reaper, subreaper, kill_grace)
         self.store = store
         self.reaper = reaper
         self.hooks = hooks
@@ -211,7 +213,7 @@ class TaskRunner:
         except OSError:
             pass
         try:
-            self._signal_task(signal.SIGKILL)  # the escapees too, when the process table can be read
+            self.procs.signal(signal.SIGKILL)  # the escapees too, when the process table can be read
         except Exception:
             log.exception("task %s: cannot look for its escaped processes", task.id)
         status, rusage = signal.SIGKILL, Rusage(0.0, 0.0, 0, max_rss_exact=False)
@@ -268,7 +270,8 @@ class TaskRunner:
         # the wait4 below, after the sweep.
         self.hooks.on_leader_exited(task)
         stopping = bool(task.kill_signal or task.timed_out)
-        leftovers = self._sweep(exited_at) if stopping else []
+        closing = getattr(self.hooks, "closing", False)
+        leftovers = self.procs.sweep(exited_at, self._wake, closing) if stopping else []
         status, usage = self.ops.reap(proc)
         self.reaper.drop_leader(pid)
         peak = usage.ru_maxrss * 1024
@@ -288,7 +291,7 @@ class TaskRunner:
         to search: anything of the task that outlived its shell would have been re-parented to us."""
         if getattr(self.hooks, "closing", False) or (self.subreaper and self.ops.orphans(exited_at) == []):
             return []
-        found = self._find(group=False, fresh_after=exited_at)
+        found = self.procs.find(group=False, fresh_after=exited_at)
         if found:
             self.reaper.remember(found)
         return found
@@ -320,54 +323,14 @@ class TaskRunner:
                 self.hooks.on_still_running(task)
                 continue
             if hard_deadline is not None and now >= hard_deadline:
-                self._signal_task(signal.SIGKILL)
+                self.procs.signal(signal.SIGKILL)
                 hard_deadline = None
                 deadline = None
             elif deadline is not None and now >= deadline:
                 if self.hooks.on_deadline(task):
-                    self._signal_task(signal.SIGTERM)
+                    self.procs.signal(signal.SIGTERM)
                 hard_deadline = deadline + self.kill_grace
                 deadline = None
-
-    def _signal_task(self, signum: int) -> None:
-        """Signal the group (recorded pgid; the leader is unreaped so it is ours) and the escapees."""
-        self.ops.signal_group(self.task.pgid, signum)
-        escapees = self._find(group=False)
-        if escapees:
-            self.ops.signal(escapees, signum)
-
-    def _find(self, group: bool, fresh_after: float | None = None) -> list[ProcInfo]:
-        task = self.task
-        found = self.ops.find({task.marker: task.pgid if group else None}, self.subreaper, exclude={task.pid},
-                              leaders=self.reaper.leaders(), fresh_after=fresh_after)
-        return found[task.marker]
-
-    def _sweep(self, exited_at: float) -> list[ProcInfo]:
-        """After the leader exited, before it is reaped (its group id is still ours): stop what is left of
-        a task being killed or timed out; return what survived."""
-        task = self.task
-        if getattr(self.hooks, "closing", False):
-            return []  # the daemon is shutting down: one sweep of every task's processes follows (Engine.shutdown)
-        procs = self._find(group=True)
-        self.reaper.remember(procs)
-        if not procs:
-            return []
-        if task.timed_out:
-            hard = self._timeout_hard_deadline()
-            self.ops.stop(procs, force=time.monotonic() >= hard, deadline=hard, wake_fd=self._wake,
-                           escalate=self._forced)
-        elif task.kill_signal:
-            force = task.kill_signal == "SIGKILL"
-            self.ops.stop(procs, force=force, deadline=exited_at + self.kill_grace, wake_fd=self._wake,
-                           escalate=self._forced)
-        return [p for p in procs if self.ops.is_alive(p)]
-
-    def _forced(self) -> bool:
-        return self.task.kill_signal == "SIGKILL"
-
-    def _timeout_hard_deadline(self) -> float:
-        task = self.task
-        return (task.started_mono or 0.0) + (task.timeout_secs or 0.0) + self.kill_grace
 
 
 def _worker_failed(exc: Exception) -> str:
