@@ -256,7 +256,7 @@ class TaskRunner:
             os.close(out)
             os.close(err)
         # The leader stays our unreaped child until `_supervise` has swept its group, so its pid names it:
-        # no start time is read (that was a psutil read of /proc/<pid>/stat and /proc/stat on every task).
+        # no start time is read (it would cost a psutil read of /proc/<pid>/stat and /proc/stat on every task).
         return proc
 
     def _supervise(self, proc: Leader) -> None:

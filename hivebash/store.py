@@ -167,7 +167,7 @@ class TaskStore:
     def save_dict(self, task_id: str, record: dict) -> None:
         """Replace the record of `task_id` with `record` (a snapshot taken under the engine's lock: store.record_of)."""
         check_name(task_id, "id")
-        final = f"{self.dir}/{task_id}.json"  # plain strings: Path arithmetic was a visible share of a write
+        final = f"{self.dir}/{task_id}.json"  # plain strings: Path arithmetic is a visible share of a write
         tmp = f"{self.dir}/.{task_id}.json{_TMP_SUFFIX}"
         payload = json.dumps({"version": RECORD_VERSION, **record}, separators=(",", ":")).encode()
         fd = create_fresh(tmp, os.O_WRONLY, self.file_mode)
