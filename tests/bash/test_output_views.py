@@ -8,7 +8,7 @@ import pytest
 
 from common.terminal_text import clean, readable
 from hivebash import output_views as ov
-from hivebash.output_views import Source, ViewError, grep, tail, window
+from hivebash.output_views import Source, ViewError, grep, reading, tail, window
 
 FILLER = b"filler output line with some ordinary text in it, nothing to see here 0123456789\n"
 BIG_LINES_PER_UNIT = 1000  # lines 1, 1001, 2001, ... are TICK lines
@@ -133,7 +133,7 @@ def test_binary_output_stays_within_the_bound(tmp_path):
 
 
 def test_long_lines_are_searched_in_pieces_and_shown_cut(tmp_path, monkeypatch):
-    monkeypatch.setattr(ov, "BLOCK", 4096)
+    monkeypatch.setattr(reading, "BLOCK", 4096)
     path = tmp_path / "long.out"
     path.write_bytes(b"a" * 10000 + b"NEEDLE" + b"b" * 10000 + b"NEEDLE\nshort NEEDLE\n")
     view = grep([Source("stdout", str(path))], "NEEDLE")
@@ -160,7 +160,7 @@ def test_watch_sees_only_new_complete_lines(tmp_path):
 
 
 def test_line_numbers_stay_exact_with_the_line_index(tmp_path, monkeypatch):
-    monkeypatch.setattr(ov, "BLOCK", 4096)  # many blocks, so counts leave index points behind
+    monkeypatch.setattr(reading, "BLOCK", 4096)  # many blocks, so counts leave index points behind
     path = tmp_path / "n.out"
     path.write_bytes(b"".join(f"row {i}\n".encode() for i in range(1, 20001)))
     src = [Source("stdout", str(path))]

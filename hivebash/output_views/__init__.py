@@ -1,0 +1,23 @@
+"""Views of a task's output files for the model: grep, a window of lines, what is new, the tail, wait_for.
+
+Every view reads the files in blocks (never whole: an output may be many GiB), cleans what it shows
+(common.terminal_text: no escape sequences, last carriage-return frame) and fits in a byte budget, so an
+answer that carries a view stays under 8 KiB however large the files are. Lines are numbered from 1 and
+ended by `\\n`.
+
+The rooms: reading (types, limits, block and line reading), line_index (line numbers), grep_view,
+window_view, tail_view, wait_for, request (what a status asks to see, and its rendering).
+"""
+
+from .grep_view import compile_pattern, grep
+from .line_index import LineIndex
+from .reading import (BLOCK, CONTEXT_MAX, GREP_SECONDS, LINE_CAP, MAX_LINES_MAX, VIEW_BUDGET, Line, Source, View,
+                      ViewError)
+from .request import DEFAULT_MAX_LINES, STREAMS, ViewRequest, check_view, render
+from .tail_view import tail
+from .wait_for import Watch, watch
+from .window_view import window
+
+__all__ = ["BLOCK", "CONTEXT_MAX", "DEFAULT_MAX_LINES", "GREP_SECONDS", "LINE_CAP", "MAX_LINES_MAX", "STREAMS",
+           "VIEW_BUDGET", "Line", "LineIndex", "Source", "View", "ViewError", "ViewRequest", "Watch",
+           "check_view", "compile_pattern", "grep", "render", "tail", "watch", "window"]

@@ -1,0 +1,72 @@
+"""What a `status` asks to see: the checked ViewRequest, and the view it renders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .grep_view import compile_pattern, grep
+from .reading import CONTEXT_MAX, MAX_LINES_MAX, VIEW_BUDGET, Source, View, ViewError
+from .tail_view import tail
+from .window_view import window
+
+STREAMS = ("stdout", "stderr")
+DEFAULT_MAX_LINES = 40
+
+
+@dataclass(frozen=True)
+class ViewRequest:
+    """The view a `status` asks for (checked): at most one of grep / from_line / new_only; stream for any."""
+
+    grep: str | None = None
+    context: int = 0
+    from_line: int | None = None
+    max_lines: int = DEFAULT_MAX_LINES
+    stream: str | None = None
+    new_only: bool = False
+
+    @property
+    def moves_cursor(self) -> bool:
+        """Tails and new_only show the end of the output: the agent has then seen it up to there."""
+        return self.grep is None and self.from_line is None
+
+    def streams(self) -> tuple[str, ...]:
+        return (self.stream,) if self.stream else STREAMS
+
+
+def check_view(grep: object = None, context: object = None, from_line: object = None, max_lines: object = None,
+               stream: object = None, new_only: object = None) -> ViewRequest:
+    """A ViewRequest, or a ViewError naming the field and the rule."""
+    if stream is not None and stream not in STREAMS:
+        raise ViewError('stream: must be "stdout" or "stderr" (omit it for both)')
+    if new_only is not None and not isinstance(new_only, bool):
+        raise ViewError("new_only: must be true or false")
+    chosen = [name for name, value in (("grep", grep), ("from_line", from_line), ("new_only", new_only or None))
+              if value is not None]
+    if len(chosen) > 1:
+        raise ViewError(f"{chosen[1]}: cannot be combined with {chosen[0]} (one view per call)")
+    if context is not None and grep is None:
+        raise ViewError("context: goes with grep (lines around each match)")
+    if max_lines is not None and from_line is None:
+        raise ViewError("max_lines: goes with from_line (the window's length)")
+    if grep is not None:
+        compile_pattern(grep)
+    context = 0 if context is None else context
+    if isinstance(context, bool) or not isinstance(context, int) or not 0 <= context <= CONTEXT_MAX:
+        raise ViewError(f"context: must be an integer from 0 to {CONTEXT_MAX}")
+    max_lines = DEFAULT_MAX_LINES if max_lines is None else max_lines
+    if isinstance(max_lines, bool) or not isinstance(max_lines, int) or not 1 <= max_lines <= MAX_LINES_MAX:
+        raise ViewError(f"max_lines: must be an integer from 1 to {MAX_LINES_MAX}")
+    if from_line is not None and (isinstance(from_line, bool) or not isinstance(from_line, int) or from_line < 1):
+        raise ViewError("from_line: must be an integer >= 1 (the first line is 1)")
+    return ViewRequest(grep, context, from_line, max_lines, stream, bool(new_only))
+
+
+def render(sources: list[Source], request: ViewRequest, seen_to: dict[str, int] | None = None,
+           budget: int = VIEW_BUDGET, tail_cap: int | None = None) -> View:
+    """The view `request` asks for over `sources` (already narrowed to its streams). `seen_to`: where the
+    agent was shown each stream up to (for new_only)."""
+    if request.grep is not None:
+        return grep(sources, request.grep, request.context, budget=budget)
+    if request.from_line is not None:
+        return window(sources, request.from_line, request.max_lines, budget=budget)
+    return tail(sources, starts=dict(seen_to or {}) if request.new_only else None, budget=budget, cap=tail_cap)

@@ -1,0 +1,64 @@
+"""wait_for: the first new line of an output file that matches a regex (status/run `wait_for`)."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from .grep_view import compile_pattern, scan
+from .line_index import number_hits
+from .reading import Line, Source, open_output, read_line_at, shown_text
+
+@dataclass
+class Watch:
+    """Follows one output file from a byte offset for lines matching a regex (status/run `wait_for`): only
+    complete lines count (a line still being written might match only once it is whole), unless `final`."""
+
+    source: Source
+    offset: int
+    regexes: tuple[re.Pattern, re.Pattern]
+    buf: bytearray = field(default_factory=lambda: bytearray(1 << 16))
+
+    def check(self, final: bool = False) -> Line | None:
+        """The first matching line written since the last check, or None; moves past what it read."""
+        fd = open_output(self.source.path)
+        if fd is None:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            stop = size if final else self._last_line_end(fd, size)
+            if stop <= self.offset:
+                return None
+            hits, _, _ = scan(fd, self.source.stream, self.regexes, self.offset, 1, self.buf, stop, count=False)
+            if not hits:
+                self.offset = stop
+                return None
+            number_hits(fd, hits, self.buf)
+            number = hits[0].number
+            raw, self.offset = read_line_at(fd, hits[0].offset)
+            return Line(self.source.stream, number, shown_text(raw))
+        finally:
+            os.close(fd)
+        return None
+
+    def _last_line_end(self, fd: int, size: int) -> int:
+        """Offset just past the last newline before `size` (at or after self.offset)."""
+        lo = size
+        while lo > self.offset:
+            start = max(self.offset, lo - (1 << 16))
+            nl = os.pread(fd, lo - start, start).rfind(b"\n")
+            if nl >= 0:
+                return start + nl + 1
+            lo = start
+        return self.offset
+
+
+def watch(source: Source, pattern: str, from_end: bool = True) -> Watch:
+    """A Watch of `source` for `pattern`, from the file's current end (only new lines) or its start."""
+    regexes = compile_pattern(pattern)
+    try:
+        size = os.stat(source.path, follow_symlinks=False).st_size if from_end else 0
+    except FileNotFoundError:
+        size = 0
+    return Watch(source, size, regexes)
