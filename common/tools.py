@@ -35,6 +35,15 @@ def never_gone() -> bool:
     return False
 
 
+def closed_object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A tool's input schema: an object of these properties only (any other field is refused by name)."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    schema["additionalProperties"] = False
+    return schema
+
+
 @dataclass(frozen=True)
 class CallContext:
     """What a handler may want to know about the call beyond its arguments.

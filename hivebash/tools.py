@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from common.names import NAME_RULE
-from common.tools import CallContext, Tool, ToolError, ToolRegistry, ToolResult
+from common.tools import CallContext, Tool, ToolError, ToolRegistry, ToolResult, closed_object
 from common.waiting import DEFAULT_WAIT_SECONDS
 
 from . import task as T
@@ -50,9 +50,8 @@ def run_tool(default_cwd: str, notices: bool) -> dict:
             "reusing a finished task's name replaces that task and its output files. `timeout_secs` kills it "
             "after that long (`timed_out`). Past the daemon's max running tasks it waits as `pending`."
         ),
-        input_schema={
-            "type": "object",
-            "properties": {
+        input_schema=closed_object(
+            {
                 "cmd": {
                     "type": "string",
                     "minLength": 1,
@@ -83,9 +82,8 @@ def run_tool(default_cwd: str, notices: bool) -> dict:
                     "description": f"Working directory (an existing directory; default and base of relative paths: {default_cwd}).",
                 },
             },
-            "required": ["cmd"],
-            "additionalProperties": False,
-        },
+            required=("cmd",),
+        ),
     )
 
 
@@ -102,9 +100,8 @@ def status_tool(notices: bool) -> dict:
             "`ids: [\"a\", \"b\"]` waits for the first of several to end, a line each; `wait_for: \"regex\"` also "
             f"ends the wait at a new matching line.{clears} `interrupted`: the daemon stopped while it ran."
         ),
-        input_schema={
-            "type": "object",
-            "properties": {
+        input_schema=closed_object(
+            {
                 "id": ID_SCHEMA,
                 "ids": {"type": "array", "items": ID_SCHEMA, "minItems": 1, "maxItems": MAX_IDS, "uniqueItems": True,
                         "description": "Several task ids instead of id: the wait ends when the first ends."},
@@ -122,8 +119,7 @@ def status_tool(notices: bool) -> dict:
                 "new_only": {"type": "boolean",
                              "description": "Only the output written since the last answer that showed you its end."},
             },
-            "additionalProperties": False,
-        },
+        ),
     )
 
 
@@ -137,15 +133,13 @@ KILL = dict(
         "task does not exit, call kill again with force=true. A pending task is cancelled before it starts. The "
         "task ends as `killed`. On a finished task, kill stops its leftover background processes, if any."
     ),
-    input_schema={
-        "type": "object",
-        "properties": {
+    input_schema=closed_object(
+        {
             "id": ID_SCHEMA,
             "force": {"type": "boolean", "description": "SIGKILL instead of SIGINT (default false)."},
         },
-        "required": ["id"],
-        "additionalProperties": False,
-    },
+        required=("id",),
+    ),
 )
 
 LIST = dict(
@@ -155,14 +149,12 @@ LIST = dict(
         "find your tasks again (after a context compaction, for instance). Optional `state` filter and `limit` "
         "(default 50)."
     ),
-    input_schema={
-        "type": "object",
-        "properties": {
+    input_schema=closed_object(
+        {
             "state": {"type": "string", "enum": list(T.STATE_ORDER), "description": "Only tasks in this state."},
             "limit": {"type": "integer", "minimum": 1, "maximum": LIST_LIMIT_MAX, "description": "At most this many (default 50)."},
         },
-        "additionalProperties": False,
-    },
+    ),
 )
 
 

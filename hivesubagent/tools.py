@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from common.names import NAME_RULE
-from common.tools import CallContext, Tool, ToolError, ToolRegistry, ToolResult
+from common.tools import CallContext, Tool, ToolError, ToolRegistry, ToolResult, closed_object
 
 from hivesubagent.engine import SubagentEngine, SubagentError
 from hivesubagent.result_pages import read_on
@@ -57,9 +57,8 @@ START = dict(
         "prompt; they stay for every later turn). `trigger`: the first prompt. A finished session of the same "
         "name is archived first (*.jsonl.archived, never deleted). " + WHERE + " " + RESULT_HOWTO
     ),
-    input_schema={
-        "type": "object",
-        "properties": {
+    input_schema=closed_object(
+        {
             "name": NAME_SCHEMA,
             "prompt_file": {
                 "type": "string",
@@ -76,9 +75,8 @@ START = dict(
             },
             "max_budget_usd": BUDGET_SCHEMA,
         },
-        "required": ["name", "prompt_file"],
-        "additionalProperties": False,
-    },
+        required=("name", "prompt_file"),
+    ),
     title="Start a subagent session",
 )
 
@@ -90,17 +88,15 @@ CONTINUE = dict(
         "runs; its end arrives as a todo. Refused for an unknown name or one running now. "
         + WHERE + " " + RESULT_HOWTO
     ),
-    input_schema={
-        "type": "object",
-        "properties": {
+    input_schema=closed_object(
+        {
             "name": NAME_SCHEMA,
             "prompt": {"type": "string", "minLength": 1, "maxLength": TEXT_LIMIT, "description": "The new turn's prompt."},
             "model": {**MODEL_SCHEMA, "description": "--model for this turn only; need not match start's. Omit to keep the session's model."},
             "max_budget_usd": BUDGET_SCHEMA,
         },
-        "required": ["name", "prompt"],
-        "additionalProperties": False,
-    },
+        required=("name", "prompt"),
+    ),
     title="Continue a subagent session",
 )
 
@@ -111,15 +107,13 @@ INTERRUPT = dict(
         "after the daemon's grace period; force=true: SIGKILL at once, its tool processes too. Answers with the "
         "turn's outcome once ended. The session stays on disk: continue resumes it."
     ),
-    input_schema={
-        "type": "object",
-        "properties": {
+    input_schema=closed_object(
+        {
             "name": NAME_SCHEMA,
             "force": {"type": "boolean", "default": False, "description": "SIGKILL instead of SIGINT."},
         },
-        "required": ["name"],
-        "additionalProperties": False,
-    },
+        required=("name",),
+    ),
     title="Interrupt a subagent turn",
 )
 
@@ -131,9 +125,8 @@ STATUS = dict(
         "the start of its result; `result_offset` gives the whole result from that character, a page of up to "
         "6 KiB at a time with the next offset. Without `name`: every session (at most {max_running} run at once)."
     ),
-    input_schema={
-        "type": "object",
-        "properties": {
+    input_schema=closed_object(
+        {
             "name": NAME_SCHEMA,
             "result_offset": {
                 "type": "integer",
@@ -141,8 +134,7 @@ STATUS = dict(
                 "description": "Character offset into the last turn's result text; the answer says the next one.",
             },
         },
-        "additionalProperties": False,
-    },
+    ),
     title="Subagent status",
     annotations={"readOnlyHint": True},
 )
