@@ -6,6 +6,7 @@ units set), its token (read with the daemon's own 0600 check), --json, and exit 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -81,6 +82,26 @@ def program(name: str, exit_codes: Sequence[tuple[int | str, str]], *, group: bo
                     epilog=exit_codes_epilog(exit_codes), **kwargs)(fn)
 
     return decorate
+
+
+# ----- the daemons ---------------------------------------------------------------------------------------------
+
+
+def claim_daemon_start(settings_type: type, options: dict[str, Any], name: str) -> tuple[Any, Any, Any]:
+    """A daemon's settings from its command line and its logging, then every check that can refuse the start,
+    the state directory's lock and the listening socket, in that order: a refused start has read, recovered
+    or written nothing in the state directory. Returns (settings with the state directory as claimed, the
+    claimed StateDir: keep it, it holds the lock; the listener)."""
+    from common.config import settings_from_options
+    from common.serve import check_can_serve, listen
+    from common.state_dir import claim_state_dir, share_gid
+
+    settings = settings_from_options(settings_type, options)
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    check_can_serve(settings)
+    state = claim_state_dir(settings.state_dir, name, share_gid(settings.share_group))
+    settings = dataclasses.replace(settings, state_dir=state.path)
+    return settings, state, listen(settings)
 
 
 # ----- the operator clients -----------------------------------------------------------------------------------

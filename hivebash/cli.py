@@ -6,7 +6,6 @@ same readable text the model reads, or the exact data with --json. Its exit code
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import resource
@@ -21,13 +20,14 @@ from common.cli_base import (
     CLIENT_EXIT_CODES,
     DAEMON_EXIT_CODES,
     DaemonClient,
+    claim_daemon_start,
     client_options,
     json_option,
     package_version,
     program,
     show,
 )
-from common.config import BashSettings, click_options, settings_from_options
+from common.config import BashSettings, click_options
 
 STATE_EXIT = {"timed_out": 124, "interrupted": 125, "killed": 137}
 DEFAULT_PORT = 7711
@@ -51,20 +51,14 @@ def daemon_main(**options: Any) -> None:
     """Serve the background-shell tools (run, status, kill, list) over MCP streamable HTTP at /mcp."""
     from common.todos.delivery import TodoDelivery
     from common.mcp_http import McpApp
-    from common.serve import check_can_serve, listen, serve_daemon
-    from common.state_dir import claim_state_dir, share_gid
+    from common.serve import serve_daemon
 
     from .engine import Engine
     from .reaper import become_subreaper
     from .tools import build_registry
 
-    settings = settings_from_options(BashSettings, options)
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # Every check that can refuse the start, then the lock, before anything on disk is read or recovered.
-    check_can_serve(settings)
-    state = claim_state_dir(settings.state_dir, "bash", share_gid(settings.share_group))
-    settings = dataclasses.replace(settings, state_dir=state.path)
-    listener = listen(settings)  # a port that cannot be had refuses the start before recovery too
+    # Refusals, the lock and the port before anything on disk is read or recovered; `state` holds the lock.
+    settings, state, listener = claim_daemon_start(BashSettings, options, "bash")
     _raise_fd_limit()
     # Before any task starts: orphans of tasks (setsid escapees, & children of a finished shell) must be
     # re-parented to us, not to init, so a kill can find and stop them.

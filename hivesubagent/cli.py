@@ -7,9 +7,7 @@ working directory in its state directory (hivesubagent.where).
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import logging
 import os
 import shutil
 import sys
@@ -23,6 +21,7 @@ from common.cli_base import (
     DAEMON_EXIT_CODES,
     EXIT_REFUSED,
     DaemonClient,
+    claim_daemon_start,
     client_options,
     fail,
     json_option,
@@ -30,7 +29,7 @@ from common.cli_base import (
     program,
     show,
 )
-from common.config import SubagentSettings, click_options, settings_from_options
+from common.config import SubagentSettings, click_options
 
 from . import where
 
@@ -46,20 +45,14 @@ EXIT_CODES = ((0, "the call worked"), *CLIENT_EXIT_CODES)
 @click_options(SubagentSettings, "HIVE_SUBAGENT")
 def daemon_main(**options: Any) -> None:
     """Serve the subagent MCP tools (start, continue, interrupt, status) over streamable HTTP."""
-    settings = settings_from_options(SubagentSettings, options)
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from common.todos.delivery import TodoDelivery
     from common.mcp_http import McpApp
-    from common.serve import check_can_serve, listen, serve_daemon
-    from common.state_dir import claim_state_dir, share_gid
+    from common.serve import serve_daemon
     from hivesubagent.engine import SOURCE, SubagentEngine
     from hivesubagent.tools import build_registry
 
-    # Every check that can refuse the start, then the lock, before the outbox is read back.
-    check_can_serve(settings)
-    state = claim_state_dir(settings.state_dir, SERVER_NAME, share_gid(settings.share_group))
-    settings = dataclasses.replace(settings, state_dir=state.path)
-    listener = listen(settings)  # a port that cannot be had refuses the start before the outbox is read
+    # Refusals, the lock and the port before the outbox is read back; `state` holds the lock.
+    settings, state, listener = claim_daemon_start(SubagentSettings, options, SERVER_NAME)
     todos = TodoDelivery(SOURCE, state.path, settings.agent_socket)
     try:
         engine = SubagentEngine(settings, todos)
