@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from common.config import SubagentSettings
+from hivesubagent.sessions import SessionStore
 from todo_recorder import TodoRecorder
 
 HERE = Path(__file__).resolve().parent
@@ -90,3 +91,11 @@ def fake_env(tmp_path: Path) -> dict[str, str]:
 @pytest.fixture
 def real_env(tmp_path: Path, mock_api: MockMessagesServer) -> dict[str, str]:
     return claude_env(mock_api.url, tmp_path / "scratch")
+
+
+@pytest.fixture
+def store(tmp_path) -> SessionStore:
+    """A session store over an empty working directory and a scratch HOME."""
+    work = tmp_path / "work"
+    work.mkdir()
+    return SessionStore(work, {"HOME": str(tmp_path / "home")})

@@ -80,13 +80,6 @@ def write(path: Path, entries) -> Path:
     return path
 
 
-@pytest.fixture
-def store(tmp_path) -> SessionStore:
-    work = tmp_path / "work"
-    work.mkdir()
-    return SessionStore(work, {"HOME": str(tmp_path / "home")})
-
-
 def test_progress_of_a_completed_session(store):
     path = write(store.project_dir / "s1.jsonl", [
         title("job"), prompt("do it", "2026-11-30T10:00:00Z"),

@@ -104,13 +104,6 @@ def restarted(index: TranscriptIndex, saved: Path) -> TranscriptIndex:
     return fresh
 
 
-@pytest.fixture
-def store(tmp_path) -> SessionStore:
-    work = tmp_path / "work"
-    work.mkdir()
-    return SessionStore(work, {"HOME": str(tmp_path / "home")})
-
-
 def write(path: Path, *lines: bytes, mode: str = "ab") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, mode) as f:
