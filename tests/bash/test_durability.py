@@ -57,10 +57,29 @@ def test_batched_answers_first_and_flushes_every_record_within_the_window(make_e
     # Each record is in the page cache (readable) the moment the answer is given...
     for task_id in ids:
         assert json.loads(engine.store.path(task_id, "json").read_bytes())["state"] == "done"
-    # ...and every one reaches the disk in a group flush.
+    # ...and every one reaches the disk in a group flush (a pending record already replaced by then is not
+    # flushed: test_a_replaced_record_is_not_flushed).
     assert engine.store.flusher.wait_flushed(10)
     for task_id in ids:
-        assert recorder.states(task_id)[-1] == "done" and "pending" in recorder.states(task_id)
+        assert recorder.states(task_id)[-1] == "done"
+
+
+def test_a_replaced_record_is_not_flushed(tmp_path):
+    """A record renamed over before its batch is flushed has no name left: only its successor is flushed, and
+    both descriptors are closed."""
+    flusher = Flusher(tmp_path, BATCHED, window=60)
+    recorder = SyncRecorder()
+    flusher.sync = recorder
+    for state in ("pending", "done"):
+        tmp = tmp_path / ".r.json.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, json.dumps({"id": "r", "state": state}).encode())
+        flusher.before_rename(fd)
+        os.replace(tmp, tmp_path / "r.json")
+        flusher.release(fd)
+    flusher.close()
+    assert recorder.states("r") == ["done"]
+    assert not [f for f in _open_files() if f.startswith(str(tmp_path))], "both descriptors are closed"
 
 
 def test_batched_flushes_what_is_queued_at_shutdown(tmp_path):

@@ -153,3 +153,43 @@ def test_declaring_a_tool_twice_is_refused(registry):
 def test_an_invalid_schema_is_refused_at_declaration():
     with pytest.raises(SchemaError):
         ToolRegistry([Tool("bad", "Bad.", {"type": "no-such-type"}, _echo)])
+
+
+# ----- the shape of a tools/call result on the wire -------------------------------------------------------------
+
+from mcp_types import methods as sdk_methods  # noqa: E402
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS  # noqa: E402
+
+from common.mcp_methods import McpMethods, is_plain_tool_result  # noqa: E402
+
+PLAIN_RESULTS = [
+    {"content": [{"type": "text", "text": "id=1 status=done\n"}], "isError": False},
+    {"content": [{"type": "text", "text": "bad\u00e9"}], "isError": True, "structuredContent": {"error": "bad"}},
+    {"content": [{"type": "text", "text": ""}], "isError": False,
+     "structuredContent": {"id": "a", "n": 1, "f": 0.5, "none": None, "list": [1, "x", {"k": []}]}},
+]
+
+
+@pytest.mark.parametrize("version", [*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS])
+@pytest.mark.parametrize("result", PLAIN_RESULTS)
+def test_a_plain_tool_result_is_what_the_sdk_would_send(version, result):
+    """McpMethods.serialise sends a plain result as built, without the SDK's validation: that must be exactly
+    the SDK's own dump of it in every protocol version (an SDK upgrade that changes this fails here)."""
+    if version in MODERN_PROTOCOL_VERSIONS:
+        result = {**result, "resultType": "complete"}
+    assert is_plain_tool_result(result, version)
+    assert sdk_methods.serialize_server_result("tools/call", version, dict(result)) == result
+    assert McpMethods.serialise("tools/call", version, dict(result)) == result
+
+
+@pytest.mark.parametrize("version, result", [(v, r) for v in ("2025-11-25", "2026-07-28") for r in [
+    {"content": [{"type": "image", "data": "", "mimeType": "image/png"}], "isError": False},
+    {"content": [{"type": "text", "text": "x", "annotations": {"priority": 1}}], "isError": False},
+    {"content": [{"type": "text", "text": 1}], "isError": False},
+    {"content": [{"type": "text", "text": "x"}], "isError": "no"},
+    {"content": [{"type": "text", "text": "x"}], "isError": False, "structuredContent": [1]},
+    {"content": [{"type": "text", "text": "x"}], "isError": False, "_meta": {}},
+    {"content": [{"type": "text", "text": "x"}], "isError": False, "resultType": "input_required"},
+]] + [("2026-07-28", {"content": [], "isError": False}), ("2025-11-25", {"content": [], "isError": False, "resultType": "complete"})])
+def test_any_other_result_goes_through_the_sdk(version, result):
+    assert not is_plain_tool_result(result, version)
