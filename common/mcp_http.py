@@ -31,6 +31,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from pydantic import ValidationError
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.http import HTTP_STATUS_CODES
+from werkzeug.utils import cached_property
 from werkzeug.wrappers import Request, Response
 
 from common.config import ServerSettings
@@ -83,15 +84,29 @@ def _lowered_headers(environ: dict[str, Any]) -> dict[str, str]:
     return {key[5:].replace("_", "-").lower(): value for key, value in environ.items() if key.startswith("HTTP_")}
 
 
-def _accepts_json(request: Request) -> bool:
+class McpRequest(Request):
+    """werkzeug's Request, with the headers read once into a dict by lower-case name: a request's path looks
+    up seven of them, and each lookup through werkzeug's header view re-cases the name."""
+
+    @cached_property
+    def lowered_headers(self) -> dict[str, str]:
+        return _lowered_headers(self.environ)
+
+    def header(self, name: str) -> str | None:
+        """One HTTP header (not Content-Type or Content-Length: WSGI keeps those apart)."""
+        return self.lowered_headers.get(name.lower())
+
+
+def _accepts_json(request: McpRequest) -> bool:
     """Accept must allow application/json (wildcards count); an absent Accept header means anything."""
-    if "Accept" not in request.headers:
+    accept = request.header("Accept")
+    if accept is None:
         return True
-    kinds = [part.split(";")[0].strip().lower() for part in request.headers.get("Accept", "").split(",")]
+    kinds = [part.split(";")[0].strip().lower() for part in accept.split(",")]
     return any(k in ("application/json", "application/*", "*/*") for k in kinds)
 
 
-def _is_json_content(request: Request) -> bool:
+def _is_json_content(request: McpRequest) -> bool:
     return request.mimetype == "application/json"
 
 
@@ -110,7 +125,7 @@ class McpApp:
     # -- WSGI entry ---------------------------------------------------------------------------------------------
 
     def __call__(self, environ, start_response):
-        request = Request(environ)
+        request = McpRequest(environ)
         request.max_content_length = self.settings.max_body_bytes
         try:
             response = self._route(request)
@@ -119,11 +134,11 @@ class McpApp:
             response = _json_response(error_body(None, RpcError(INTERNAL_ERROR, "Internal error")), 500)
         return response(environ, start_response)
 
-    def _route(self, request: Request) -> Answer:
-        if not self.guard.host_allowed(request.headers.get("Host")):
+    def _route(self, request: McpRequest) -> Answer:
+        if not self.guard.host_allowed(request.header("Host")):
             # 421 as the SDK's TransportSecurityMiddleware answers: the name is not one this server serves.
             return _plain(421, "Invalid Host header")
-        if not self.guard.origin_allowed(request.headers.get("Origin"), request.environ.get("SERVER_PORT")):
+        if not self.guard.origin_allowed(request.header("Origin"), request.environ.get("SERVER_PORT")):
             return _plain(403, "Invalid Origin header")
         if request.path == HEALTH_PATH:
             if request.method not in ("GET", "HEAD"):
@@ -131,19 +146,19 @@ class McpApp:
             return _json_response({"ok": True, "server": self.server_info})
         if request.path != MCP_PATH:
             return _plain(404, f"Not Found: the MCP endpoint is {MCP_PATH}")
-        if not self.guard.token_ok(request.headers.get("Authorization")):
+        if not self.guard.token_ok(request.header("Authorization")):
             return _plain(401, "Unauthorized: a valid bearer token is required", {"WWW-Authenticate": 'Bearer realm="hive"'})
-        version = request.headers.get(VERSION_HEADER)
+        version = request.header(VERSION_HEADER)
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             return self._modern(request)
         return self._handshake(request, version)
 
     @staticmethod
-    def _client_gone(request: Request) -> Callable[[], bool]:
+    def _client_gone(request: McpRequest) -> Callable[[], bool]:
         """waitress offers this when it reads ahead on the connection (channel_request_lookahead > 0)."""
         return request.environ.get("waitress.client_disconnected") or never_gone
 
-    def _read_json(self, request: Request) -> Any:
+    def _read_json(self, request: McpRequest) -> Any:
         """The decoded body, or RpcError(PARSE_ERROR) / 413 as a RequestEntityTooLarge."""
         length = request.content_length
         if length is not None and length > self.settings.max_body_bytes:
@@ -155,7 +170,7 @@ class McpApp:
             # Not only JSONDecodeError: huge integer literals raise ValueError, deep nesting RecursionError.
             raise RpcError(PARSE_ERROR, "Parse error: the body is not valid JSON", http_status=400) from None
 
-    def _post_body(self, request: Request) -> Any:
+    def _post_body(self, request: McpRequest) -> Any:
         """The decoded JSON body of a POST, or the Response that refuses it (406, 415, 413, parse error)."""
         if (refusal := self._precheck_post(request)) is not None:
             return refusal
@@ -166,7 +181,7 @@ class McpApp:
         except RpcError as err:
             return _json_response(error_body(None, err), 400)
 
-    def _precheck_post(self, request: Request) -> Answer | None:
+    def _precheck_post(self, request: McpRequest) -> Answer | None:
         if not _accepts_json(request):
             return _plain(406, "Not Acceptable: the client must accept application/json")
         if not _is_json_content(request):
@@ -175,7 +190,7 @@ class McpApp:
 
     # -- 2026-07-28: one self-contained POST, no sessions ------------------------------------------------------
 
-    def _modern(self, request: Request) -> Answer:
+    def _modern(self, request: McpRequest) -> Answer:
         if request.method != "POST":
             return _plain(405, "Method Not Allowed: this protocol version uses POST only", {"Allow": "POST"})
         body = self._post_body(request)
@@ -192,7 +207,7 @@ class McpApp:
         # No find_duplicated_routing_header here: waitress folds repeated header lines into one value ("a, b"),
         # which never equals the body's, so the ladder refuses a duplicate as a mismatch (tests:
         # test_a_routing_header_sent_twice_is_refused).
-        verdict = classify_inbound_request(body, headers=_lowered_headers(request.environ))
+        verdict = classify_inbound_request(body, headers=request.lowered_headers)
         if isinstance(verdict, InboundLadderRejection):
             return self._modern_error(request_id, RpcError(verdict.code, verdict.message, verdict.data))
         version = verdict.protocol_version
@@ -206,11 +221,11 @@ class McpApp:
         result.setdefault("_meta", {})[mcp_types.SERVER_INFO_META_KEY] = self.server_info
         return _json_response({"jsonrpc": "2.0", "id": request_id, "result": result})
 
-    def _modern_notification(self, request: Request, body: dict) -> Answer:
+    def _modern_notification(self, request: McpRequest, body: dict) -> Answer:
         """Acknowledge and drop (202): the 2026 wire defines no client notifications a server acts on."""
         if body.get("jsonrpc") != "2.0" or not isinstance(body.get("method"), str):
             return _json_response(error_body(None, RpcError(INVALID_REQUEST, "Invalid notification")), 400)
-        rejection = unsupported_protocol_version_rejection(request.headers.get(VERSION_HEADER, ""))
+        rejection = unsupported_protocol_version_rejection((request.header(VERSION_HEADER) or ""))
         if rejection is not None:
             return self._modern_error(None, RpcError(rejection.code, rejection.message, rejection.data))
         return Response(status=202)
@@ -221,7 +236,7 @@ class McpApp:
 
     # -- handshake era: initialize, sessions, optional batches -------------------------------------------------
 
-    def _handshake(self, request: Request, version_header: str | None) -> Answer:
+    def _handshake(self, request: McpRequest, version_header: str | None) -> Answer:
         if request.method == "DELETE":
             return self._end_session(request)
         if request.method != "POST":
@@ -232,7 +247,7 @@ class McpApp:
             return body
         if isinstance(body, dict) and body.get("method") == "initialize" and "id" in body:
             return self._initialize(body)
-        session_id = request.headers.get(SESSION_HEADER)
+        session_id = request.header(SESSION_HEADER)
         if not session_id:
             return _plain(400, f"Bad Request: missing {SESSION_HEADER} header (send initialize first)")
         session = self.sessions.touch(session_id)
@@ -269,8 +284,8 @@ class McpApp:
         result = self.methods.serialise("initialize", negotiated, result)
         return _json_response({"jsonrpc": "2.0", "id": request_id, "result": result}, headers={SESSION_HEADER: session.id})
 
-    def _end_session(self, request: Request) -> Answer:
-        session_id = request.headers.get(SESSION_HEADER)
+    def _end_session(self, request: McpRequest) -> Answer:
+        session_id = request.header(SESSION_HEADER)
         if not session_id:
             return _plain(400, f"Bad Request: missing {SESSION_HEADER} header")
         if not self.sessions.end(session_id):

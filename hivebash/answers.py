@@ -65,8 +65,7 @@ class Answers:
                        matched=matched, matched_id=matched_id, notices=self.notices)
 
     def sources(self, task_id: str) -> list[ov.Source]:
-        return [ov.Source("stdout", str(self.store.path(task_id, "out"))),
-                ov.Source("stderr", str(self.store.path(task_id, "err")))]
+        return [ov.Source("stdout", self.store.file(task_id, "out")), ov.Source("stderr", self.store.file(task_id, "err"))]
 
     def view(self, task_id: str, request: ov.ViewRequest | None = None, shows: bool = False) -> TaskView:
         """Snapshot under the lock; the output and leftover checks outside it (file and /proc reads). When

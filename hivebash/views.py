@@ -79,7 +79,7 @@ def read_output(view: TaskView, store: TaskStore, request: ov.ViewRequest | None
     """Attach the output the answer shows (outside the engine's lock: these are file reads): the tails, or
     the view `request` asks for; `seen_to` is where the agent was shown each stream up to (new_only)."""
     task_id = view.task.id
-    paths = {"stdout": str(store.path(task_id, "out")), "stderr": str(store.path(task_id, "err"))}
+    paths = {"stdout": store.file(task_id, "out"), "stderr": store.file(task_id, "err")}
     wanted = request.streams() if request else ov.STREAMS
     sources = [ov.Source(s, paths[s]) for s in wanted]
     if view.task.state == T.PENDING:
