@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from common.after_answer import after_answer
 from common.config import BashSettings
 from common.todos import NoTodos, Todos
 from common.tools import never_gone
@@ -40,6 +41,7 @@ from .lifecycle import Lifecycle
 from .process_ops import LinuxProcessOps, ProcessOps
 from .reaper import OrphanReaper
 from .runner import Launcher
+from .spares import SpareFiles
 from .store import RecordWriter, TaskStore, record_of
 from .task import Task
 from .todo_rules import TodoRules
@@ -86,6 +88,7 @@ class Engine:
                              subreaper, self.ops)
         self.answers = Answers(self.tasks_changed, self.table, self.todo_rules, self.store, self.ops, self.slots,
                                self.notices, settings.tail_bytes)
+        self.spares = SpareFiles(self.store)
         self.retention = retention.Retention(settings, self.tasks_changed, self.table, self.todo_rules, self.records)
         self.housekeeper = retention.Housekeeper(self._wake, self.reaper, subreaper, self._our_markers,
                                                  self.retention.prune, lambda: self.table.closing)
@@ -142,6 +145,7 @@ class Engine:
             self.ops.stop(procs, force=True, deadline=time.monotonic() + 0.5)
         self.reaper.reap(self._our_markers)
         self.todo_rules.flush()
+        self.spares.close()
         self.store.flusher.close()
         self._wake.ring()
 
@@ -155,16 +159,24 @@ class Engine:
         wait (then the result becomes a todo)."""
         req = check_run(cmd, timeout_secs, wait_seconds, cwd, self.default_cwd, self.wait_cap)
         check_wait_for(wait_for)
-        nonce, candidate = f"{self._ids.getrandbits(64):016x}", f"{self._ids.getrandbits(32):08x}"
+        if name is not None:
+            check_name_argument(name)
+            self.spares.drop(name)
+        spare = self.spares.take() if name is None else None
+        nonce = f"{self._ids.getrandbits(64):016x}"
+        candidate = spare.id if spare is not None else self._new_id()  # checked under the lock
         with self.tasks_changed:
             if self.table.closing:
+                if spare is not None:
+                    self.store.discard_spare(spare.id, spare.fds())
                 raise EngineError("the daemon is shutting down: no new tasks")
             task_id = self._claim_id_locked(name, candidate)
             self.table.seq += 1
             task = Task(id=task_id, cmd=req.cmd, cwd=req.cwd, marker=f"{task_id}:{nonce}",
                         seq=self.table.seq, submitted_at=time.time(), timeout_secs=req.timeout_secs)
             self.table.reserve_locked(task)  # the id is taken; no worker can see the task yet
-        outputs = self.lifecycle.write_pending(task)
+        outputs = self.lifecycle.write_pending(task, spare)
+        after_answer(self._make_spare)  # the files of a later run, made once this one's answer is sent
         window = req.window
         with self.tasks_changed:
             entry = self.table.add_locked(task)
@@ -190,6 +202,20 @@ class Engine:
         watches = inline_wait.watches_for([entry], self.answers.sources, wait_for, from_start=True) if wait_for else []
         return self.answers.wait([entry], window, from_run=True, client_gone=client_gone, watches=watches, wait_for=wait_for)
 
+    def _new_id(self) -> str:
+        return f"{self._ids.getrandbits(32):08x}"
+
+    def _make_spare(self) -> None:
+        """The files of a later run (spares.py), made while this one's task starts. The id is chosen under the
+        lock, where `_claim_id_locked` also looks at the spares, so a spare and a task never share one."""
+        with self.tasks_changed:
+            task_id = self._new_id()
+            while self.table.taken_locked(task_id) is not None or self.spares.holds(task_id):
+                task_id = self._new_id()
+            if not self.spares.reserve(task_id):
+                return
+        self.spares.make(task_id)
+
     def _await_spawn(self, entry: TaskEntry) -> None:
         """A task given a slot just now is spawned within milliseconds: answer `running` rather than `pending`
         (waits at most SPAWN_GRACE; lifecycle.on_spawned notifies only when someone waits here)."""
@@ -202,10 +228,11 @@ class Engine:
         name is replaced)."""
         if name is None:
             task_id = candidate
-            while self.table.taken_locked(task_id) is not None:
-                task_id = f"{self._ids.getrandbits(32):08x}"
+            while self.table.taken_locked(task_id) is not None or self.spares.holds(task_id):
+                task_id = self._new_id()
             return task_id
-        check_name_argument(name)
+        if self.spares.holds(name):  # being made as a spare right now (run dropped any made before)
+            raise EngineError(f"name: {name!r} is being set up for another task this instant; run again, or choose another name")
         old = self.table.taken_locked(name)
         if old is not None:
             if not old.terminal:

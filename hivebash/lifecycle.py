@@ -25,6 +25,7 @@ from .process_ops import ProcessOps
 from .processes import ProcInfo
 from .reaper import OrphanReaper
 from .runner import Launcher, TaskRunner
+from .spares import Spare
 from .store import RecordWriter, record_of
 from .task import Rusage, Task, TaskResult
 from .todo_rules import TodoRules
@@ -66,15 +67,19 @@ class Lifecycle:
         """True once shutdown began (workers then leave the sweep of leftovers to shutdown's single sweep)."""
         return self.table.closing
 
-    def write_pending(self, task: Task) -> tuple[int, int]:
+    def write_pending(self, task: Task, spare: Spare | None = None) -> tuple[int, int]:
         """Files and the pending record, written outside the lock (status/kill/list never wait on this
         fsync) but before the task is queued, so no later record of it can be overtaken by this one. Owning
-        the id first waits for a write of a finished task of that name still in progress."""
-        outputs: tuple[int, int] | None = None
+        the id first waits for a write of a finished task of that name still in progress. `spare`: the task's
+        files, made ahead (spares.py)."""
+        outputs: tuple[int, int] | None = (spare.out, spare.err) if spare is not None else None
         try:
             self.records.own(task.id, task)
-            outputs = self.store.prepare(task.id)
-            self.records.save_now(task.id, task, record_of(task))
+            if spare is None:
+                outputs = self.store.prepare(task.id)
+            self.records.save_now(task.id, task, record_of(task), spare.record_tmp if spare is not None else None)
+            if spare is not None:
+                self.records.made_next(task.id, spare.next_tmp)
             return outputs
         except BaseException as exc:
             for fd in outputs or ():

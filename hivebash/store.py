@@ -156,6 +156,34 @@ class TaskStore:
             os.close(out)
             raise
 
+    def make_spare(self, task_id: str) -> tuple[int, int, int, int]:
+        """A spare's files (spares.py): fresh output files, as `prepare` makes them for a fresh id, and two
+        temp files, for its pending record and for the record after it; all open. Raises FileExistsError if
+        the id has files already."""
+        check_name(task_id, "id")
+        out, err = self._create_outputs(f"{self.dir}/{task_id}")
+        made = [out, err]
+        try:
+            for path in self.temp_paths(task_id):
+                made.append(create_fresh(path, os.O_WRONLY, self.file_mode))
+        except BaseException:
+            self.discard_spare(task_id, made)
+            raise
+        return made[0], made[1], made[2], made[3]
+
+    def temp_paths(self, task_id: str) -> tuple[str, str]:
+        """Where a record is written before its rename: the usual temp file, and the one made ahead for the
+        record after the pending one (both removed at start if a crash left them)."""
+        return f"{self.dir}/.{task_id}.json{_TMP_SUFFIX}", f"{self.dir}/.{task_id}.next.json{_TMP_SUFFIX}"
+
+    def discard_spare(self, task_id: str, fds) -> None:
+        """Close a spare's files and remove them."""
+        for fd in fds:
+            os.close(fd)
+        base = f"{self.dir}/{task_id}"
+        for path in (f"{base}.out", f"{base}.err", *self.temp_paths(task_id)):
+            _unlink_missing_ok(path)
+
     def open_outputs(self, task_id: str) -> tuple[int, int]:
         """File descriptors for the task's stdout and stderr (append: both may be shared with its children).
         Opened without O_CREAT, which would take the directory's lock (see prepare); a file deleted since
@@ -170,13 +198,19 @@ class TaskStore:
             raise
         return out, err
 
-    def save_dict(self, task_id: str, record: dict) -> None:
-        """Replace the record of `task_id` with `record` (a snapshot taken under the engine's lock: store.record_of)."""
+    def save_dict(self, task_id: str, record: dict, made: tuple[int, str] | None = None) -> None:
+        """Replace the record of `task_id` with `record` (a snapshot taken under the engine's lock: store.record_of).
+        `made`: an empty temp file made beforehand (a spare's) and its path; it is consumed either way."""
         check_name(task_id, "id")
         final = f"{self.dir}/{task_id}.json"  # plain strings: Path arithmetic is a visible share of a write
-        tmp = f"{self.dir}/.{task_id}.json{_TMP_SUFFIX}"
-        payload = json.dumps({"version": RECORD_VERSION, **record}, separators=(",", ":")).encode()
-        fd = create_fresh(tmp, os.O_WRONLY, self.file_mode)
+        tmp_fd, tmp = made if made is not None else (None, f"{self.dir}/.{task_id}.json{_TMP_SUFFIX}")
+        try:
+            payload = json.dumps({"version": RECORD_VERSION, **record}, separators=(",", ":")).encode()
+        except BaseException:
+            if tmp_fd is not None:
+                os.close(tmp_fd)
+            raise
+        fd = create_fresh(tmp, os.O_WRONLY, self.file_mode) if tmp_fd is None else tmp_fd
         try:
             os.write(fd, payload)
             self.flusher.before_rename(fd)
@@ -190,6 +224,8 @@ class TaskStore:
         """Every readable record, in submission order. Torn temp files are removed; a record that cannot be
         read is logged and left in place for the operator (never deleted: its output may matter)."""
         tasks = []
+        names = set(os.listdir(self.dir))
+        self._remove_spares_left(names)
         for entry in self.dir.iterdir():
             name = entry.name
             if name.startswith(".") and name.endswith(_TMP_SUFFIX):
@@ -209,6 +245,22 @@ class TaskStore:
             tasks.append(task)
         tasks.sort(key=lambda t: (t.seq, t.submitted_at))
         return tasks
+
+    def _remove_spares_left(self, names: set[str]) -> None:
+        """Output files with no record at all, both empty: a previous daemon's spares (spares.py), or the files
+        of a run that died before its pending record (whose caller got no id). Nothing of a task is lost."""
+        for name in names:
+            task_id, dot, kind = name.rpartition(".")
+            if kind != "out" or f"{task_id}.json" in names or f"{task_id}.err" not in names:
+                continue
+            paths = [f"{self.dir}/{task_id}.out", f"{self.dir}/{task_id}.err"]
+            try:
+                if any(os.stat(p, follow_symlinks=False).st_size for p in paths):
+                    continue
+            except OSError:
+                continue
+            for p in paths:
+                _unlink_missing_ok(p)
 
     def delete(self, task_id: str) -> None:
         """Remove a task's record and output files (retention)."""
@@ -274,6 +326,7 @@ class RecordWriter:
         self._writes_changed = threading.Condition(threading.Lock())  # guards _owner and _busy
         self._owner: dict[str, object] = {}
         self._busy: set[str] = set()  # ids whose record is being written or deleted right now
+        self._made: dict[str, tuple[int, str]] = {}  # id -> temp file made ahead for its next record
 
     def own(self, task_id: str, owner: object | None) -> None:
         """Only `owner`'s records are written as `task_id` from now on (None: nobody's)."""
@@ -284,6 +337,17 @@ class RecordWriter:
                 self._owner[task_id] = owner
             while task_id in self._busy:
                 self._writes_changed.wait()
+            made = self._made.pop(task_id, None)
+        if made is not None:  # made for the previous owner's next record, which never came
+            os.close(made[0])
+            _unlink_missing_ok(made[1])
+
+    def made_next(self, task_id: str, made: tuple[int, str]) -> None:
+        """An empty temp file (fd, path) for the next record of `task_id`, made ahead (spares.py)."""
+        with self._writes_changed:
+            old, self._made[task_id] = self._made.get(task_id), made
+        if old is not None:
+            os.close(old[0])
 
     def release(self, task_id: str, owner: object, delete) -> bool:
         """Retention: if `owner` still owns `task_id`, disown it and call `delete(task_id)` while no record of
@@ -299,16 +363,21 @@ class RecordWriter:
             self._done(task_id)
         return True
 
-    def save_now(self, task_id: str, owner: object, record: dict) -> None:
-        """Write `record` (temp, rename) unless `owner` no longer owns the id. Raises OSError."""
+    def save_now(self, task_id: str, owner: object, record: dict, made: tuple[int, str] | None = None) -> None:
+        """Write `record` (temp, rename) unless `owner` no longer owns the id. Raises OSError. `made`: a temp
+        file made beforehand (TaskStore.save_dict), consumed either way; else the one `made_next` left, if any."""
         with self._writes_changed:
             while task_id in self._busy:
                 self._writes_changed.wait()
+            if made is None:
+                made = self._made.pop(task_id, None)
             if self._owner.get(task_id) is not owner:
+                if made is not None:  # (its name is left for the next create_fresh of that path)
+                    os.close(made[0])
                 return
             self._claim(task_id)
         try:
-            self.store.save_dict(task_id, record)
+            self.store.save_dict(task_id, record, made)
         finally:
             self._done(task_id)
 
