@@ -24,7 +24,7 @@ class Leader(Protocol):
 
 class ProcessOps(Protocol):
     def spawn(self, argv: list[str], executable: str, stdin: int, stdout: int, stderr: int, cwd: str,
-              env: dict[str, str]) -> Leader:
+              env: dict[bytes, bytes]) -> Leader:
         """Start the leader in a new session (its pid is its group id). Raises OSError."""
 
     def exit_fd(self, leader: Leader) -> int:
@@ -57,7 +57,7 @@ class LinuxProcessOps:
     """The real processes."""
 
     def spawn(self, argv: list[str], executable: str, stdin: int, stdout: int, stderr: int, cwd: str,
-              env: dict[str, str]) -> subprocess.Popen:
+              env: dict[bytes, bytes]) -> subprocess.Popen:
         # start_new_session, never preexec_fn: the daemon is threaded.
         return subprocess.Popen(argv, executable=executable, stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd,
                                 env=env, start_new_session=True, close_fds=True)

@@ -72,24 +72,28 @@ class RunnerHooks(Protocol):
 class Launcher:
     """What every spawn shares, prepared once: the base environment, /dev/null, and bash resolved per PATH.
 
-    Each of these would be a cost on every task's path: copying os.environ (~25 us), opening and closing /dev/null,
-    and Popen's search of PATH for `bash` (about eight failed execve in the child). Under load every syscall
-    of the daemon hands the GIL to another thread and waits to get it back (scripts/bench.py throughput).
-    The environment is the daemon's as it was when the engine started (`env` None), or `env`.
+    Each of these would be a cost on every task's path: copying os.environ (~25 us), encoding it (Popen turns
+    every name and value to bytes, ~70 calls a spawn here, unless they are bytes already), opening and closing
+    /dev/null, and Popen's search of PATH for `bash` (about eight failed execve in the child). Under load every
+    syscall of the daemon hands the GIL to another thread and waits to get it back (scripts/bench.py
+    throughput). The environment is the daemon's as it was when the engine started (`env` None), or `env`.
     """
 
     def __init__(self, env: dict[str, str] | None = None):
         base = dict(os.environ if env is None else env)
         base.pop(MARKER_ENV, None)
-        self.base_env = base
+        self.base_env = {os.fsencode(k): os.fsencode(v) for k, v in base.items()}
         self.devnull = _devnull()
         # Popen searches the *child's* PATH for a bare name: resolve it the same way, once.
         self.bash = shutil.which("bash", path=base.get("PATH", os.defpath)) or "bash"
 
-    def environment(self, marker: str) -> dict[str, str]:
+    def environment(self, marker: str) -> dict[bytes, bytes]:
         env = dict(self.base_env)
-        env[MARKER_ENV] = marker
+        env[_MARKER_KEY] = marker.encode()
         return env
+
+
+_MARKER_KEY = os.fsencode(MARKER_ENV)
 
 
 @functools.cache

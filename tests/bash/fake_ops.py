@@ -94,7 +94,7 @@ class RecordingOps:
         self.spawn_gate.wait(10)
         with self._cond:
             pid, self._next = self._next, self._next + 1
-            self._leaders[pid] = FakeLeader(pid, env["HIVE_BASH_TASK"], os.eventfd(0, os.EFD_CLOEXEC))
+            self._leaders[pid] = FakeLeader(pid, env[b"HIVE_BASH_TASK"].decode(), os.eventfd(0, os.EFD_CLOEXEC))
         self.record("spawn", pid, argv[-1])
         return self._leaders[pid]
 
