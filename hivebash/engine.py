@@ -188,8 +188,10 @@ class Engine:
                 self.table.queue.remove(entry)
                 ended.append(self.lifecycle.end_without_process_locked(entry, T.INTERRUPTED, _SHUT_DOWN_PENDING))
             starting = self.lifecycle.start_queued_locked()
-            if window.seconds <= 0:
-                self.todo_rules.running_locked(entry, queued=entry in self.table.queue)
+            if window.seconds <= 0 and entry in self.table.queue:
+                self.todo_rules.running_locked(entry, queued=True)
+            elif window.seconds <= 0:
+                entry.running_todo_due = True  # sent once it has run a moment (Lifecycle.on_still_running)
             if window.seconds <= 0 and any(r.task is task for r in starting):
                 entry.spawn_waiters += 1
         self.lifecycle.record_ends(ended)

@@ -39,6 +39,9 @@ class TaskEntry:
     # agent's tails and new_only answers, never by an operator's.
     seen_to: dict[str, int] = field(default_factory=dict)
     spawn_waiters: int = 0  # `run(wait_seconds=0)` calls waiting a moment for the spawn, to answer `running`
+    # `run` answered "started": the "running" todo goes out if the task still runs after
+    # runner.RUNNING_RECORD_DELAY (Lifecycle.on_still_running); one that ends sooner gets only its completion.
+    running_todo_due: bool = False
 
     @property
     def id(self) -> str:

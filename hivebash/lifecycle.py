@@ -136,11 +136,19 @@ class Lifecycle:
                 self.ops.signal_group(task.pgid, getattr(signal, task.kill_signal))
 
     def on_still_running(self, task: Task) -> None:
-        """The running record, written once the task has run for runner.RUNNING_RECORD_DELAY (see there)."""
+        """The running record, written once the task has run for runner.RUNNING_RECORD_DELAY (see there), and
+        the "running" todo of a task `run` answered as started. Most agent commands end sooner: their
+        completion is then their only todo, instead of a running one replaced a moment later (two harness
+        requests, two outbox lines; docs/performance.md)."""
         with self.tasks_changed:
             if task.state != T.RUNNING:
                 return
             record = record_of(task)
+            entry = self.table.current_locked(task)
+            if entry is not None and entry.running_todo_due:
+                entry.running_todo_due = False
+                self.rules.running_locked(entry, queued=False)
+        self.rules.flush()
         self.persist(task, record)
 
     def persist(self, task: Task, record: dict) -> None:

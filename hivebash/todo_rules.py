@@ -1,6 +1,8 @@
 """Which todo each task gets (todos keyed by task id), per docs/tools/bash.md:
 
-- `run` that returns `task started` upserts a "running" todo; the completion replaces it with the summary;
+- `run` that returns `task started` upserts a "running" todo once the task has run for a moment
+  (runner.RUNNING_RECORD_DELAY; a queued task's at once); the completion replaces it with the summary, or is
+  the only todo of a task that ended sooner;
 - a result the agent has already seen (an inline wait or any `status` that observed the terminal task)
   creates no todo, and clears one that is open;
 - tasks found `pending`/`running` at start become `interrupted`, with one best-effort todo each.
@@ -47,7 +49,7 @@ class TodoRules:
         if task.terminal or entry.todo_open:
             return
         what = "queued" if queued else "running"
-        out, err = self.store.path(task.id, "out"), self.store.path(task.id, "err")
+        out, err = self.store.file(task.id, "out"), self.store.file(task.id, "err")
         body = (f"bash task {task.id} is {what}: {one_line(task.cmd, 200)}\n"
                 f"Output so far: Read({out}) and Read({err}). Check it with status(id=\"{task.id}\"); "
                 "its completion will replace this todo.")
@@ -68,7 +70,7 @@ class TodoRules:
             facts.append(f"duration={r.duration:.2f}s")
         if entry.leftovers:
             facts.append(f"leftover_processes={len(entry.leftovers)}")
-        out, err = self.store.path(task.id, "out"), self.store.path(task.id, "err")
+        out, err = self.store.file(task.id, "out"), self.store.file(task.id, "err")
         body = (f"bash task {task.id} finished: {' '.join(facts)}\n"
                 f"command: {one_line(task.cmd, 200)}\n" + (f"note: {r.note}\n" if r and r.note else "") +
                 _leftovers_line(entry) +

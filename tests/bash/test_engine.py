@@ -34,6 +34,15 @@ def test_a_caller_that_hung_up_during_the_wait_gets_its_result_as_a_todo(engine,
     assert todos.for_key("gone")[-1][0] == "clear", "a status that is read clears it"
 
 
+def test_a_background_task_that_ends_at_once_gets_only_its_completion_todo(engine, todos):
+    """The "running" todo waits until the task has run for RUNNING_RECORD_DELAY: a task that ends sooner
+    would have it replaced a moment later (two harness requests for one notice)."""
+    tid = engine.run("true", wait_seconds=0).view.task.id
+    assert engine.wait_idle(10)
+    calls = todos.for_key(tid)
+    assert [c[0] for c in calls] == ["upsert"] and "status=done exit_code=0" in calls[0][2]
+
+
 def test_background_task_gets_running_todo_then_completion_then_status_clears_it(engine, todos):
     out = engine.run("sleep 0.3; echo done", wait_seconds=0)
     tid = out.view.task.id
