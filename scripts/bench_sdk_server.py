@@ -9,6 +9,8 @@ import json
 import os
 import socket
 import subprocess
+import threading
+import time
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
@@ -39,10 +41,19 @@ def main():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", args.port))
         port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app.streamable_http_app(json_response=True), host="127.0.0.1", port=port,
+                                          log_level="warning"))
+    serving = threading.Thread(target=server.run)
+    serving.start()
+    # The ready file only once uvicorn listens: written before, a first call could find the port closed.
+    while not server.started:
+        if not serving.is_alive():
+            raise SystemExit("uvicorn did not start")
+        time.sleep(0.01)
     with open(args.ready_file + ".tmp", "w") as fh:
         json.dump({"url": f"http://127.0.0.1:{port}/mcp", "pid": os.getpid()}, fh)
     os.replace(args.ready_file + ".tmp", args.ready_file)
-    uvicorn.run(app.streamable_http_app(json_response=True), host="127.0.0.1", port=port, log_level="warning")
+    serving.join()
 
 
 if __name__ == "__main__":
