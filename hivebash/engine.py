@@ -208,7 +208,7 @@ class Engine:
         return f"{self._ids.getrandbits(32):08x}"
 
     def _make_spare(self) -> None:
-        """The files of a later run (spares.py), made while this one's task starts. The id is chosen under the
+        """The files of a later run (spares.py), made once this run's answer is sent. The id is chosen under the
         lock, where `_claim_id_locked` also looks at the spares, so a spare and a task never share one."""
         with self.tasks_changed:
             task_id = self._new_id()

@@ -73,17 +73,20 @@ class Lifecycle:
         the id first waits for a write of a finished task of that name still in progress. `spare`: the task's
         files, made ahead (spares.py)."""
         outputs: tuple[int, int] | None = (spare.out, spare.err) if spare is not None else None
+        next_tmp = spare.next_tmp if spare is not None else None  # until RecordWriter holds it
         try:
             self.records.own(task.id, task)
             if spare is None:
                 outputs = self.store.prepare(task.id)
             self.records.save_now(task.id, task, record_of(task), spare.record_tmp if spare is not None else None)
-            if spare is not None:
-                self.records.made_next(task.id, spare.next_tmp)
+            if next_tmp is not None:
+                self.records.made_next(task.id, next_tmp)
             return outputs
         except BaseException as exc:
             for fd in outputs or ():
                 os.close(fd)
+            if next_tmp is not None:  # (its file is removed with the other temp files at the next start)
+                os.close(next_tmp[0])
             self.records.own(task.id, None)
             with self.tasks_changed:
                 self.table.unreserve_locked(task.id)
