@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from common import waiting
 from common.after_answer import after_answer
 from common.config import BashSettings
 from common.todos import NoTodos, Todos
@@ -51,6 +52,7 @@ from .workers import WorkerPool
 log = logging.getLogger(__name__)
 
 SPAWN_GRACE = 0.05  # seconds run(wait_seconds=0) waits at most for the spawn of a task given a slot
+RECORD_GRACE = 5.0  # seconds a status without a wait waits at most for a just-ended task's record (a disk write)
 _SHUT_DOWN_PENDING = "interrupted: the daemon shut down before it started"
 
 
@@ -263,6 +265,10 @@ class Engine:
         with self.tasks_changed:
             entries = [self.table.get_locked(i) for i in wanted]
             registered = window.seconds > 0 and not any(e.ended_and_recorded for e in entries)
+            if not registered:
+                # An end is answered once its record is on disk, as an inline wait answers it: a daemon
+                # killed right after the answer must not read `interrupted` at its next start.
+                waiting.wait_for(self.tasks_changed, lambda: not any(e.recording for e in entries), RECORD_GRACE)
             for entry in entries:
                 if registered:
                     entry.inline_waiters += 1

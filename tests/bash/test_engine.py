@@ -297,3 +297,28 @@ def test_force_kill_during_the_grace_escalates_at_once(make_engine):
     view = engine.status(tid, wait_seconds=10).view
     assert view.task.state == "killed" and view.duration < 15  # did not sit out the 20 s grace
     assert wait_until(lambda: marked_processes(marker) == [], timeout=5)
+
+
+def test_a_status_without_a_wait_answers_an_end_once_its_record_is_written(engine):
+    """A status must not say `done` while the record on disk still says `pending`: a daemon killed right after
+    would read `interrupted` at its next start, contradicting the answer."""
+    written = threading.Event()
+    save = engine.store.save_dict
+
+    def held_terminal_write(task_id, record, made=None):
+        if record["state"] == "done":
+            assert written.wait(10), "the test never released the terminal record"
+        save(task_id, record, made)
+
+    engine.store.save_dict = held_terminal_write
+    tid = engine.run("true", wait_seconds=0).view.task.id
+    assert wait_until(lambda: engine.table.get_locked(tid).task.terminal)  # ended in memory, record held back
+    answers = []
+    asking = threading.Thread(target=lambda: answers.append(engine.status(tid)))
+    asking.start()
+    asking.join(0.3)
+    assert answers == [], "answered before the record was written"
+    written.set()
+    asking.join(10)
+    assert answers[0].view.task.state == "done"
+    assert json.loads(engine.store.path(tid, "json").read_text())["state"] == "done"
