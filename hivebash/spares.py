@@ -77,6 +77,8 @@ class SpareFiles:
             spare = Spare(task_id, out, err, (tmp, paths[0]), (next_tmp, paths[1]))
         except OSError as exc:  # taken on disk (a record unreadable at start), or a full disk: no spare this time
             log.debug("no spare files for %s: %s", task_id, exc)
+        except Exception:  # a bug: logged, and the reservation goes all the same (else no spare is ever made again)
+            log.exception("making the spare files of %s failed", task_id)
         with self._lock:
             self._making.discard(task_id)
             if spare is not None and not self._closed:

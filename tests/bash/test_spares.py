@@ -94,3 +94,17 @@ def test_after_answer_work_that_fails_is_logged_and_the_rest_still_runs(caplog):
     after_answer.after_answer(lambda: ran.append("second"))
     after_answer.answer_then_run([]).close()
     assert ran == ["second"] and "work after an answer failed" in caplog.text
+
+
+def test_a_spare_that_cannot_be_made_frees_its_reservation(tmp_path, caplog):
+    store = TaskStore(tmp_path)
+    spares = SpareFiles(store)
+
+    def broken(task_id):
+        raise RuntimeError("a bug")
+
+    store.make_spare = broken
+    assert spares.reserve("dddddddd")
+    spares.make("dddddddd")  # never raises: the next run makes its own files
+    assert "a bug" in caplog.text and not spares.holds("dddddddd")
+    assert spares.reserve("eeeeeeee"), "a failed spare must not block every later one"
