@@ -72,7 +72,6 @@ class JsonAnswer:
         return [] if environ.get("REQUEST_METHOD") == "HEAD" else [self.body]
 
 
-_json_response = JsonAnswer
 Answer = Response | JsonAnswer  # what a route returns
 
 
@@ -141,7 +140,7 @@ class McpApp:
             response = self._route(request)
         except Exception:  # never a 500 page with a traceback; the operator gets it in the log
             log.exception("unexpected error serving %s %s", request.method, request.path)
-            response = _json_response(error_body(None, RpcError(INTERNAL_ERROR, "Internal error")), 500)
+            response = JsonAnswer(error_body(None, RpcError(INTERNAL_ERROR, "Internal error")), 500)
         return response(environ, start_response)
 
     def _route(self, request: McpRequest) -> Answer:
@@ -153,7 +152,7 @@ class McpApp:
         if request.path == HEALTH_PATH:
             if request.method not in ("GET", "HEAD"):
                 return _plain(405, "Method Not Allowed", {"Allow": "GET, HEAD"})
-            return _json_response({"ok": True, "server": self.server_info})
+            return JsonAnswer({"ok": True, "server": self.server_info})
         if request.path != MCP_PATH:
             return _plain(404, f"Not Found: the MCP endpoint is {MCP_PATH}")
         if not self.guard.token_ok(request.header("Authorization")):
@@ -194,7 +193,7 @@ class McpApp:
         except RequestEntityTooLarge:
             return _plain(413, f"Request body too large (limit {self.settings.max_body_bytes} bytes)")
         except RpcError as err:
-            return _json_response(error_body(None, err), 400)
+            return JsonAnswer(error_body(None, err), 400)
 
     def _precheck_post(self, request: McpRequest) -> Answer | None:
         if not _accepts_json(request):
@@ -215,10 +214,10 @@ class McpApp:
             return self._modern_notification(request, body)
         if not isinstance(body, dict) or not isinstance(body.get("method"), str) or body.get("jsonrpc") != "2.0":
             err = RpcError(INVALID_REQUEST, "Invalid request: the body must be one JSON-RPC request object (no batches)")
-            return _json_response(error_body(None, err), 400)
+            return JsonAnswer(error_body(None, err), 400)
         request_id = body["id"]
         if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
-            return _json_response(error_body(None, RpcError(INVALID_REQUEST, "Invalid request: id must be a string or integer")), 400)
+            return JsonAnswer(error_body(None, RpcError(INVALID_REQUEST, "Invalid request: id must be a string or integer")), 400)
         # No find_duplicated_routing_header here: waitress folds repeated header lines into one value ("a, b"),
         # which never equals the body's, so the ladder refuses a duplicate as a mismatch (tests:
         # test_a_routing_header_sent_twice_is_refused).
@@ -234,20 +233,20 @@ class McpApp:
         except RpcError as err:
             return self._modern_error(request_id, err)
         result.setdefault("_meta", {})[mcp_types.SERVER_INFO_META_KEY] = self.server_info
-        return _json_response({"jsonrpc": "2.0", "id": request_id, "result": result})
+        return JsonAnswer({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     def _modern_notification(self, request: McpRequest, body: dict) -> Answer:
         """Acknowledge and drop (202): the 2026 wire defines no client notifications a server acts on."""
         if body.get("jsonrpc") != "2.0" or not isinstance(body.get("method"), str):
-            return _json_response(error_body(None, RpcError(INVALID_REQUEST, "Invalid notification")), 400)
-        rejection = unsupported_protocol_version_rejection((request.header(VERSION_HEADER) or ""))
+            return JsonAnswer(error_body(None, RpcError(INVALID_REQUEST, "Invalid notification")), 400)
+        rejection = unsupported_protocol_version_rejection(request.header(VERSION_HEADER) or "")
         if rejection is not None:
             return self._modern_error(None, RpcError(rejection.code, rejection.message, rejection.data))
         return Response(status=202)
 
     def _modern_error(self, request_id: Any, err: RpcError) -> Answer:
         status = err.http_status or ERROR_CODE_HTTP_STATUS.get(err.code, 200)
-        return _json_response(error_body(request_id, err), status)
+        return JsonAnswer(error_body(request_id, err), status)
 
     # -- handshake era: initialize, sessions, optional batches -------------------------------------------------
 
@@ -272,13 +271,13 @@ class McpApp:
         if isinstance(body, list):
             if version != BATCH_VERSION:
                 err = RpcError(INVALID_REQUEST, f"Invalid request: JSON-RPC batches exist only in protocol version {BATCH_VERSION}, not {version}")
-                return _json_response(error_body(None, err), 400)
+                return JsonAnswer(error_body(None, err), 400)
             return self._batch(body, session.protocol_version)
         reply = self._handshake_message(body, session.protocol_version, client_gone=self._client_gone(request))
         if reply is None:
             return Response(status=202)
         status = 400 if "error" in reply and reply["error"]["code"] in (PARSE_ERROR, INVALID_REQUEST) else 200
-        return _json_response(reply, status)
+        return JsonAnswer(reply, status)
 
     def _initialize(self, body: dict) -> Answer:
         request_id = body.get("id")
@@ -287,7 +286,7 @@ class McpApp:
             parsed = mcp_types.InitializeRequestParams.model_validate(params)
         except ValidationError as exc:
             err = RpcError(INVALID_PARAMS, f"Invalid initialize params: {first_error(exc)}")
-            return _json_response(error_body(request_id, err), 400)
+            return JsonAnswer(error_body(request_id, err), 400)
         requested = parsed.protocol_version
         negotiated = requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
         session = self.sessions.create(negotiated)
@@ -297,7 +296,7 @@ class McpApp:
             "serverInfo": self.server_info,
         }
         result = self.methods.serialise("initialize", negotiated, result)
-        return _json_response({"jsonrpc": "2.0", "id": request_id, "result": result}, headers={SESSION_HEADER: session.id})
+        return JsonAnswer({"jsonrpc": "2.0", "id": request_id, "result": result}, headers={SESSION_HEADER: session.id})
 
     def _end_session(self, request: McpRequest) -> Answer:
         session_id = request.header(SESSION_HEADER)
@@ -309,9 +308,9 @@ class McpApp:
 
     def _batch(self, items: list, version: str) -> Answer:
         if not items:
-            return _json_response(error_body(None, RpcError(INVALID_REQUEST, "Invalid request: empty batch")), 400)
+            return JsonAnswer(error_body(None, RpcError(INVALID_REQUEST, "Invalid request: empty batch")), 400)
         replies = [r for r in (self._handshake_message(item, version, in_batch=True) for item in items) if r is not None]
-        return _json_response(replies) if replies else Response(status=202)
+        return JsonAnswer(replies) if replies else Response(status=202)
 
     def _handshake_message(self, message: Any, version: str, in_batch: bool = False,
                            client_gone: Callable[[], bool] = never_gone) -> dict | None:

@@ -170,7 +170,7 @@ class Engine:
         with self.tasks_changed:
             if self.table.closing:
                 if spare is not None:
-                    self.store.discard_spare(spare.id, spare.fds())
+                    self.spares.discard(spare)
                 raise EngineError("the daemon is shutting down: no new tasks")
             task_id = self._claim_id_locked(name, candidate)
             self.table.seq += 1

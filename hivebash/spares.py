@@ -85,14 +85,18 @@ class SpareFiles:
                 self._spares[task_id] = spare
                 spare = None
         if spare is not None:  # closed meanwhile
-            self.store.discard_spare(spare.id, spare.fds())
+            self.discard(spare)
 
     def drop(self, task_id: str) -> None:
         """Remove the spare of `task_id`, if there is one (a named run is about to use that name)."""
         with self._lock:
             spare = self._spares.pop(task_id, None)
         if spare is not None:
-            self.store.discard_spare(spare.id, spare.fds())
+            self.discard(spare)
+
+    def discard(self, spare: Spare) -> None:
+        """Close a spare's files and remove them (a spare no run will take)."""
+        self.store.discard_spare(spare.id, spare.fds())
 
     def close(self) -> None:
         """Remove every spare's files (the daemon is stopping)."""
@@ -100,4 +104,4 @@ class SpareFiles:
             self._closed = True
             spares, self._spares = list(self._spares.values()), {}
         for spare in spares:
-            self.store.discard_spare(spare.id, spare.fds())
+            self.discard(spare)

@@ -203,7 +203,7 @@ class TaskStore:
         `made`: an empty temp file made beforehand (a spare's) and its path; it is consumed either way."""
         check_name(task_id, "id")
         final = f"{self.dir}/{task_id}.json"  # plain strings: Path arithmetic is a visible share of a write
-        tmp_fd, tmp = made if made is not None else (None, f"{self.dir}/.{task_id}.json{_TMP_SUFFIX}")
+        tmp_fd, tmp = made if made is not None else (None, self.temp_paths(task_id)[0])
         try:
             payload = json.dumps({"version": RECORD_VERSION, **record}, separators=(",", ":")).encode()
         except BaseException:
@@ -226,8 +226,8 @@ class TaskStore:
         tasks = []
         names = set(os.listdir(self.dir))
         self._remove_spares_left(names)
-        for entry in self.dir.iterdir():
-            name = entry.name
+        for name in names:
+            entry = self.dir / name
             if name.startswith(".") and name.endswith(_TMP_SUFFIX):
                 entry.unlink(missing_ok=True)
                 continue
@@ -250,7 +250,7 @@ class TaskStore:
         """Output files with no record at all, both empty: a previous daemon's spares (spares.py), or the files
         of a run that died before its pending record (whose caller got no id). Nothing of a task is lost."""
         for name in names:
-            task_id, dot, kind = name.rpartition(".")
+            task_id, _, kind = name.rpartition(".")
             if kind != "out" or f"{task_id}.json" in names or f"{task_id}.err" not in names:
                 continue
             paths = [f"{self.dir}/{task_id}.out", f"{self.dir}/{task_id}.err"]
