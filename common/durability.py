@@ -11,6 +11,13 @@ renamed into place and before the call goes on; the directory is then not fsync'
 
 Both modes keep a file's descriptor open until it is flushed, so the flush reaches the inode that was written
 even if its name has been replaced or removed since.
+
+The same thread closes, off the caller's path, descriptors that hold a replaced or removed file's last
+reference (`close_later`): freeing a file's disk blocks can be slow. On ext4 mounted with `discard` and no
+journal (this VM's disk), the kernel trims the freed blocks before unlink(2) or a rename over the file
+returns: ~1-2 ms, more than the rest of a task's end. A record that was flushed, or that was itself renamed
+over an older one (ext4's auto_da_alloc then allocates its blocks at the rename), owns blocks; the first
+record of a task, replaced before its flush, owns none (delayed allocation).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ log = logging.getLogger(__name__)
 
 ALWAYS, BATCHED = "always", "batched"
 MODES = (BATCHED, ALWAYS)
+FLUSHED = 0  # the ticket of a file known to be on the disk (every file, in `always` mode)
 AWAKE_WINDOWS = 10  # empty windows the flusher waits through before it needs a wake-up again
 
 
@@ -46,6 +54,7 @@ class Flusher:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._batch: list[int] = []
+        self._to_close: list[int] = []  # descriptors whose last close frees a file (close_later)
         self._oldest = 0.0  # monotonic time the first descriptor of the batch was handed over
         self._idle = False  # the thread waits for work: the next hand-over must wake it
         self._closing = False
@@ -60,26 +69,45 @@ class Flusher:
         if self.mode == ALWAYS:
             self.sync(fd)
 
-    def release(self, fd: int) -> None:
-        """The file is renamed into place: close it (`always`), or queue it for the next group flush."""
+    def release(self, fd: int) -> int:
+        """The file is renamed into place: close it (`always`), or queue it for the next group flush. Returns
+        the file's ticket for `reached_disk`."""
         if self.mode == ALWAYS:
             os.close(fd)
-            return
+            return FLUSHED
         with self._lock:
             self._handed += 1
             if self._closing:  # shutting down: no thread will take it any more
                 self._flush_now([fd])
                 self._flushed_upto = self._handed
-                return
+                return self._handed
             if not self._batch:
                 self._oldest = time.monotonic()
             self._batch.append(fd)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="fsync-flusher", daemon=True)
-                self._thread.start()
-            elif self._idle:  # one wake-up per batch, not per file
-                self._idle = False
-                self._wake.notify()
+            self._have_work_locked()
+            return self._handed
+
+    def reached_disk(self, ticket: int) -> bool:
+        """Whether the file `release` gave `ticket` has been flushed (its blocks are allocated). Read without
+        the lock: a stale answer only says False a moment too long."""
+        return ticket <= self._flushed_upto
+
+    def close_later(self, fd: int) -> None:
+        """Close `fd` in the flusher's thread, soon: its last close frees a replaced or removed file."""
+        with self._lock:
+            if self._closing:
+                os.close(fd)
+                return
+            self._to_close.append(fd)
+            self._have_work_locked()
+
+    def _have_work_locked(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="fsync-flusher", daemon=True)
+            self._thread.start()
+        elif self._idle:  # one wake-up per batch, not per file
+            self._idle = False
+            self._wake.notify()
 
     def wait_flushed(self, timeout: float) -> bool:
         """Block until every file released before this call is on the disk; False on timeout."""
@@ -113,24 +141,27 @@ class Flusher:
                 for _ in range(AWAKE_WINDOWS):
                     # Stay awake a few windows before going idle: while calls keep coming, none of them has
                     # to wake this thread (a wake-up on a call's path is a thread hand-off there).
-                    if self._batch or self._closing:
+                    if self._batch or self._to_close or self._closing:
                         break
                     self._wake.wait(self.window)
-                while not self._batch and not self._closing:
+                while not self._batch and not self._to_close and not self._closing:
                     self._idle = True
                     self._wake.wait()
                 self._idle = False
-                deadline = self._oldest + self.window
+                deadline = self._oldest + self.window if self._batch else 0.0  # closing alone waits for nothing
                 while not self._closing and (left := deadline - time.monotonic()) > 0:
                     self._wake.wait(left)  # collect the batch: every file handed over meanwhile shares its flush
                 closing = self._closing
                 batch, self._batch = self._batch, []
+                freed, self._to_close = self._to_close, []
                 upto = self._handed
             self._flush_now(batch)
+            for fd in freed:
+                os.close(fd)
             with self._lock:
                 self._flushed_upto = upto
                 self._flushed.notify_all()
-                if closing and not self._batch:
+                if closing and not self._batch and not self._to_close:
                     return
 
     def _flush_now(self, fds: list[int]) -> None:

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from common.durability import ALWAYS, BATCHED, Flusher
-from daemon_harness import VENV_BIN
+from daemon_harness import VENV_BIN, wait_until
 
 
 class SyncRecorder:
@@ -129,3 +129,113 @@ def test_bad_fsync_knobs_stop_the_daemon_naming_the_flag(tmp_path, option, value
     done = subprocess.run([str(VENV_BIN / "hive-bash-daemon"), option, value, "--port", "0", "--state-dir", str(tmp_path / "state")],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and option in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+# -- freeing replaced records off the caller's path ----------------------------------------------------------
+# On ext4 with `discard` and no journal, the last reference to a file with allocated blocks trims them before
+# the syscall returns (~1-2 ms here): a rename over a flushed record paid that on the path of every answer
+# to a task that ran longer than a flush window. The store now holds such a record (O_PATH) across the rename
+# and the flusher's thread drops the reference.
+
+class CloseRecorder:
+    """Stands in for Flusher.close_later: notes the inode each handed descriptor holds, then closes it."""
+
+    def __init__(self):
+        self.held: list[os.stat_result] = []
+
+    def __call__(self, fd: int) -> None:
+        self.held.append(os.fstat(fd))
+        os.close(fd)
+
+
+def _store_with_recorder(tmp_path, mode, window=60):
+    from hivebash.store import TaskStore
+
+    store = TaskStore(tmp_path / "state", fsync=mode, fsync_window=window)
+    closes = CloseRecorder()
+    store.flusher.close_later = closes
+    return store, closes
+
+
+def _save(store, task_id, state):
+    store.save_dict(task_id, {"id": task_id, "state": state})
+    return os.stat(store.path(task_id, "json"))
+
+
+def test_a_first_record_replaced_before_its_flush_is_not_held(tmp_path):
+    """It owns no blocks yet (delayed allocation): no extra syscall on the path of a quick task."""
+    store, closes = _store_with_recorder(tmp_path, BATCHED)
+    _save(store, "t", "pending")
+    _save(store, "t", "done")
+    assert closes.held == []
+    store.flusher.close()
+
+
+def test_a_flushed_record_is_freed_by_the_flusher_not_by_the_rename(tmp_path):
+    store, closes = _store_with_recorder(tmp_path, BATCHED, window=0)
+    pending = _save(store, "t", "pending")
+    assert store.flusher.wait_flushed(10)
+    _save(store, "t", "done")
+    assert [(s.st_ino, s.st_nlink) for s in closes.held] == [(pending.st_ino, 0)], \
+        "the replaced record was held across the rename, its last reference handed to the flusher"
+    store.flusher.close()
+
+
+def test_a_record_that_replaced_another_is_held_even_unflushed(tmp_path):
+    """ext4's auto_da_alloc allocates the blocks of a file renamed over another at the rename."""
+    store, closes = _store_with_recorder(tmp_path, BATCHED)
+    _save(store, "t", "pending")
+    running = _save(store, "t", "running")
+    _save(store, "t", "done")
+    assert [s.st_ino for s in closes.held] == [running.st_ino]
+    store.flusher.close()
+
+
+def test_always_holds_every_replaced_record(tmp_path):
+    store, closes = _store_with_recorder(tmp_path, ALWAYS)
+    pending = _save(store, "t", "pending")
+    _save(store, "t", "done")
+    assert [s.st_ino for s in closes.held] == [pending.st_ino]
+
+
+def test_a_record_loaded_at_start_is_held_when_replaced(tmp_path):
+    from hivebash import task as t
+    from hivebash.store import TaskStore, record_of
+
+    first = TaskStore(tmp_path / "state", fsync=BATCHED, fsync_window=60)
+    first.save_dict("t", record_of(t.Task(id="t", cmd="true", cwd="/", marker="t:n", seq=1, submitted_at=1.0)))
+    first.flusher.close()
+    store, closes = _store_with_recorder(tmp_path, BATCHED)
+    before = os.stat(store.path("t", "json"))
+    assert [x.id for x in store.load_all()] == ["t"]
+    _save(store, "t", "interrupted")
+    assert [s.st_ino for s in closes.held] == [before.st_ino]
+    store.flusher.close()
+
+
+def test_a_reused_name_leaves_the_old_files_to_the_flusher(tmp_path):
+    store, closes = _store_with_recorder(tmp_path, BATCHED)
+    for fd in store.prepare("t"):
+        os.close(fd)
+    old = {kind: os.stat(store.path("t", kind)).st_ino for kind in ("out", "err")}
+    old["json"] = _save(store, "t", "done").st_ino
+    for fd in store.prepare("t"):  # the name reused: fresh files
+        os.close(fd)
+    assert sorted(s.st_ino for s in closes.held) == sorted(old.values())
+    assert all(s.st_nlink == 0 for s in closes.held)
+    assert not store.path("t", "json").exists()
+    store.flusher.close()
+
+
+def test_close_later_closes_in_the_flusher_thread_and_at_close(tmp_path):
+    flusher = Flusher(tmp_path, BATCHED, window=60)
+    first = os.open(tmp_path / "a", os.O_WRONLY | os.O_CREAT, 0o600)
+    flusher.close_later(first)
+    # Not held for a flush window: a descriptor alone to close waits for no batch.
+    wait_until(lambda: str(tmp_path / "a") not in _open_files(), 10, "the flusher's thread to close it")
+    always = Flusher(tmp_path, ALWAYS)
+    second = os.open(tmp_path / "b", os.O_WRONLY | os.O_CREAT, 0o600)
+    always.close_later(second)
+    always.close()
+    flusher.close()
+    assert not [f for f in _open_files() if f.startswith(str(tmp_path))]
