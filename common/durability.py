@@ -81,8 +81,6 @@ class Flusher:
                 self._flush_now([fd])
                 self._flushed_upto = self._handed
                 return self._handed
-            if not self._batch:
-                self._oldest = time.monotonic()
             self._batch.append(fd)
             self._have_work_locked()
             return self._handed
@@ -102,6 +100,9 @@ class Flusher:
             self._have_work_locked()
 
     def _have_work_locked(self) -> None:
+        """Something was handed over: the batch's window starts with its first item; wake the thread if idle."""
+        if len(self._batch) + len(self._to_close) == 1:
+            self._oldest = time.monotonic()
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="fsync-flusher", daemon=True)
             self._thread.start()
@@ -148,9 +149,11 @@ class Flusher:
                     self._idle = True
                     self._wake.wait()
                 self._idle = False
-                deadline = self._oldest + self.window if self._batch else 0.0  # closing alone waits for nothing
+                # Collect the batch: every file handed over meanwhile shares its flush. Closes wait too, so that
+                # freeing blocks happens away from the call that handed them over, not while it answers.
+                deadline = self._oldest + self.window
                 while not self._closing and (left := deadline - time.monotonic()) > 0:
-                    self._wake.wait(left)  # collect the batch: every file handed over meanwhile shares its flush
+                    self._wake.wait(left)
                 closing = self._closing
                 batch, self._batch = self._batch, []
                 freed, self._to_close = self._to_close, []
