@@ -3,14 +3,20 @@
 What a crash of the daemon (kill -9, an exception) must not lose is already safe once `write(2)` and
 `rename(2)` have returned: the data is in the kernel's page cache, and the next start reads it back. An fsync
 only protects against a power loss or a kernel crash, which also ends every process a task started. So by
-default a file written on the path of a call is handed to one background thread, which flushes everything
-handed to it within `window` seconds in one batch (fdatasync of each file, then fsync of their directory, so
-the renames are on disk too), the way databases offer group commit. `always` fsyncs each file before it is
-renamed into place and before the call goes on; the directory is then not fsync'ed
-(a power cut leaves the previous, consistent record).
+default the path of a file written on a call's path is handed to one background thread, which flushes
+everything handed to it within `window` seconds in one batch (fdatasync of the file now at each path, then
+fsync of their directory, so the renames are on disk too), the way databases offer group commit. `always`
+fsyncs each file before it is renamed into place and before the call goes on; the directory is then not
+fsync'ed (a power cut leaves the previous, consistent record).
 
-Both modes keep a file's descriptor open until it is flushed, so the flush reaches the inode that was written
-even if its name has been replaced or removed since.
+A batch flushes each path once, whatever was renamed to it meanwhile: the file there now is the newest, and
+one replaced before its flush needs none (a power cut before the newer one's flush leaves the record as the
+disk last had it). Most tasks end within a window of their start, so this spares about half the flushes.
+
+A large batch is flushed by one `sync --data PATH... DIR` process (coreutils) rather than file by file in this
+thread: under load every syscall of a Python thread waits for the GIL again when it returns, and three
+syscalls a file (open, fdatasync, close) let a batch of a few hundred records take seconds (scripts/bench.py
+throughput: 0.4-1.2 s median, 2-4 s at worst, for a 20 ms window). Without `sync` on PATH, file by file.
 
 The same thread closes, off the caller's path, descriptors that hold a replaced or removed file's last
 reference (`close_later`): freeing a file's disk blocks can be slow. On ext4 mounted with `discard` and no
@@ -24,6 +30,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import subprocess
 import threading
 import time
 from typing import Callable
@@ -34,28 +42,32 @@ ALWAYS, BATCHED = "always", "batched"
 MODES = (BATCHED, ALWAYS)
 FLUSHED = 0  # the ticket of a file known to be on the disk (every file, in `always` mode)
 AWAKE_WINDOWS = 10  # empty windows the flusher waits through before it needs a wake-up again
+TOOL_MIN_PATHS = 8  # paths in a batch from which one `sync` process flushes them (below: file by file)
+TOOL_MAX_PATHS = 1000  # paths per `sync` process (its argument list stays far below ARG_MAX)
 
 
 class Flusher:
-    """Owns descriptors of files written and renamed into place; gets them onto the disk per `mode`.
+    """Gets files written and renamed into place onto the disk per `mode`.
 
-    Writers call `before_rename(fd)` once the data is written, rename, then `release(fd)` (never close it
-    themselves). `sync` is the flush of one file (a seam for tests: they observe which files were flushed
-    when, rather than timing the disk)."""
+    Writers call `before_rename(fd)` once the data is written, rename, then `release(fd, path)`, which closes
+    the descriptor. `sync` is the flush of one open file, and `tool` the `sync` program for large batches
+    (None: none); both are seams for tests, which observe which files were flushed when rather than timing
+    the disk. The tool is used only while `sync` is os.fdatasync: a test's own `sync` sees every file."""
 
     def __init__(self, directory: str | os.PathLike, mode: str = ALWAYS, window: float = 0.02,
-                 sync: Callable[[int], None] | None = None):
+                 sync: Callable[[int], None] | None = None, tool: str | None = "sync"):
         if mode not in MODES:
             raise ValueError(f"fsync: must be one of {', '.join(MODES)}, not {mode!r}")
         self.directory = os.fspath(directory)
         self.mode = mode
         self.window = window
         self.sync = sync or (os.fsync if mode == ALWAYS else os.fdatasync)
+        self.tool = shutil.which(tool) if tool is not None else None
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
-        self._batch: list[int] = []
+        self._batch: dict[str, None] = {}  # paths to flush, each once, in the order handed over
         self._to_close: list[int] = []  # descriptors whose last close frees a file (close_later)
-        self._oldest = 0.0  # monotonic time the first descriptor of the batch was handed over
+        self._oldest = 0.0  # monotonic time the first item of the batch was handed over
         self._idle = False  # the thread waits for work: the next hand-over must wake it
         self._closing = False
         self._flushed = threading.Condition(self._lock)
@@ -69,19 +81,19 @@ class Flusher:
         if self.mode == ALWAYS:
             self.sync(fd)
 
-    def release(self, fd: int) -> int:
-        """The file is renamed into place: close it (`always`), or queue it for the next group flush. Returns
-        the file's ticket for `reached_disk`."""
+    def release(self, fd: int, path: str) -> int:
+        """The file is renamed into place at `path`: close it, and in `batched` mode queue `path` for the
+        next group flush. Returns the file's ticket for `reached_disk`."""
+        os.close(fd)
         if self.mode == ALWAYS:
-            os.close(fd)
             return FLUSHED
         with self._lock:
             self._handed += 1
             if self._closing:  # shutting down: no thread will take it any more
-                self._flush_now([fd])
+                self._flush_now([path])
                 self._flushed_upto = self._handed
                 return self._handed
-            self._batch.append(fd)
+            self._batch[path] = None
             self._have_work_locked()
             return self._handed
 
@@ -155,7 +167,7 @@ class Flusher:
                 while not self._closing and (left := deadline - time.monotonic()) > 0:
                     self._wake.wait(left)
                 closing = self._closing
-                batch, self._batch = self._batch, []
+                batch, self._batch = list(self._batch), {}
                 freed, self._to_close = self._to_close, []
                 upto = self._handed
             self._flush_now(batch)
@@ -167,17 +179,47 @@ class Flusher:
                 if closing and not self._batch and not self._to_close:
                     return
 
-    def _flush_now(self, fds: list[int]) -> None:
-        for fd in fds:
-            try:
-                if not _superseded(fd):
-                    self.sync(fd)
-            except OSError as exc:  # the data stays in the page cache; a crash of the daemon loses nothing
-                log.error("cannot flush a written file to disk: %s", exc.strerror or exc)
-            finally:
-                os.close(fd)
-        if fds:
-            self._sync_directory()
+    def _flush_now(self, paths: list[str]) -> None:
+        if not paths:
+            return
+        if self.tool is not None and self.sync is os.fdatasync and len(paths) >= TOOL_MIN_PATHS:
+            for first in range(0, len(paths), TOOL_MAX_PATHS):
+                self._flush_with_tool(paths[first:first + TOOL_MAX_PATHS])
+            return
+        for path in paths:
+            self._flush_one(path)
+        self._sync_directory()
+
+    def _flush_one(self, path: str) -> None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return  # removed since (retention): nothing of it to keep
+        except OSError as exc:
+            log.error("cannot open %s to flush it to disk: %s", path, exc.strerror or exc)
+            return
+        try:
+            self.sync(fd)
+        except OSError as exc:  # the data stays in the page cache; a crash of the daemon loses nothing
+            log.error("cannot flush a written file to disk: %s", exc.strerror or exc)
+        finally:
+            os.close(fd)
+
+    def _flush_with_tool(self, paths: list[str]) -> None:
+        """fdatasync of each path, then of the directory, in one `sync` process: none of it waits for our GIL.
+        A path removed since is no error (its message is dropped); any other failure is logged."""
+        try:
+            done = subprocess.run([self.tool, "--data", "--", *paths, self.directory], stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={"LC_ALL": "C"})
+        except OSError as exc:
+            log.error("cannot run %s to flush %d files (%s); flushing them one by one", self.tool, len(paths), exc)
+            self.tool = None
+            self._flush_now(paths)
+            return
+        failures = [line for line in done.stderr.decode(errors="replace").splitlines()
+                    if "No such file or directory" not in line]
+        if done.returncode != 0 and failures:
+            log.error("flushing %d files to disk failed in part: %s", len(paths), "; ".join(failures)[:500])
 
     def _sync_directory(self) -> None:
         try:
@@ -193,12 +235,3 @@ class Flusher:
             os.fsync(self._directory_fd)
         except OSError as exc:
             log.error("cannot flush the entries of %s: %s", self.directory, exc.strerror or exc)
-
-
-def _superseded(fd: int) -> bool:
-    """The file has no name any more: a newer record was renamed over it (and is in this batch or a later one),
-    or it was deleted. Its flush would buy nothing: the directory flush that follows publishes the names as
-    they are now, and a power cut before the newer file's flush leaves the record as the disk last had it.
-    Most tasks end within a window of their start, so this spares half the flushes (one fstat instead of a
-    write to the device: ~44 ms of CPU a batch at 8 clients, scripts/bench.py throughput)."""
-    return os.fstat(fd).st_nlink == 0

@@ -227,7 +227,7 @@ class TaskStore:
             if held is not None:
                 os.close(held)
             raise
-        ticket = self.flusher.release(fd)
+        ticket = self.flusher.release(fd, final)
         # ext4's auto_da_alloc allocates the blocks of a file renamed over another at the rename.
         self._written[task_id] = ticket if previous is None else FLUSHED
         if held is not None:
