@@ -12,6 +12,7 @@ Facts this module is built on (docs/design.md, "Linux processes"):
 
 from __future__ import annotations
 
+import functools
 import os
 import select
 import signal
@@ -129,9 +130,19 @@ class SharedReading(Generic[T]):
             return self._value
 
 
+@functools.cache
+def _main_thread_children() -> str:
+    """Where the kernel lists the main thread's children (its tid is the pid): worked out once, since each
+    syscall of a worker waits for the GIL again under load (a fork's child works it out anew)."""
+    return f"/proc/self/task/{os.getpid()}/children"
+
+
+os.register_at_fork(after_in_child=_main_thread_children.cache_clear)
+
+
 def _read_orphans() -> list[int] | None:
     try:
-        fd = os.open(f"/proc/self/task/{os.getpid()}/children", os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(_main_thread_children(), os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
     try:  # os.read, not open(): a buffered text file costs four more syscalls (fstat, ioctl, lseek, read)

@@ -279,10 +279,7 @@ class TaskRunner:
         status, usage = self.ops.reap(proc)
         self.reaper.drop_leader(pid)
         peak = usage.ru_maxrss * 1024
-        # The daemon's high-water mark only grows, so one read after the task's end bounds what the task
-        # inherited at its exec (another thread may have grown the daemon after a read before the spawn).
-        daemon_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        rusage = Rusage(usage.ru_utime, usage.ru_stime, peak, max_rss_exact=peak > daemon_peak)
+        rusage = Rusage(usage.ru_utime, usage.ru_stime, peak, max_rss_exact=_above_daemon_peak(peak))
         if not stopping:
             leftovers = self._survivors(exited_at)
         self._ended = True
@@ -335,6 +332,22 @@ class TaskRunner:
                     self.procs.signal(signal.SIGTERM)
                 hard_deadline = deadline + self.kill_grace
                 deadline = None
+
+
+_daemon_peak_seen = 0  # bytes: the daemon's high-water RSS at some earlier reading (a lower bound of it now)
+
+
+def _above_daemon_peak(peak: int) -> bool:
+    """Whether a task's peak RSS is above the daemon's own: at exec a child inherits the spawning process's
+    high-water mark, so only a peak above the daemon's is the task's (task.Rusage.max_rss_exact). The daemon's
+    mark only grows, so a reading after the task's end bounds what it inherited, and a peak not above an
+    earlier reading is not above it now: most tasks need no getrusage. Threads may store readings out of
+    order; a lower value only costs a later syscall, never a wrong answer."""
+    global _daemon_peak_seen
+    if peak <= _daemon_peak_seen:
+        return False
+    _daemon_peak_seen = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return peak > _daemon_peak_seen
 
 
 def _worker_failed(exc: Exception) -> str:

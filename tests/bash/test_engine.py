@@ -285,6 +285,21 @@ def test_peak_rss_is_shown_only_above_the_daemons_own_peak(engine):
     assert "max_rss" not in facts_line(small) and "cpu=" in facts_line(small)
 
 
+def test_a_peak_below_an_earlier_reading_of_the_daemons_needs_no_getrusage(monkeypatch):
+    import resource
+
+    import hivebash.runner as runner
+
+    real, calls = resource.getrusage, []
+    monkeypatch.setattr(runner.resource, "getrusage", lambda who: calls.append(who) or real(who))
+    monkeypatch.setattr(runner, "_daemon_peak_seen", 0)
+    ours = real(resource.RUSAGE_SELF).ru_maxrss * 1024
+    assert runner._above_daemon_peak(ours + (1 << 30))  # above anything seen: read, and above it
+    assert not runner._above_daemon_peak(ours // 2)  # not above the reading: no syscall needed
+    assert not runner._above_daemon_peak(ours)
+    assert len(calls) == 1
+
+
 def test_force_kill_during_the_grace_escalates_at_once(make_engine):
     engine = make_engine(kill_grace=20)
     tid = engine.run("bash -c \"trap '' TERM INT; echo trapped; sleep 300\" & wait", wait_seconds=0).view.task.id
