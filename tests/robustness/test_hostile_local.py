@@ -1,6 +1,6 @@
 """A hostile local user against the real daemons: another uid calling the port, a state directory others can
 write or own, a second daemon on the same state directory, planted symlinks where task files go, a huge
-timeout, a stalled request body.
+timeout, a stalled request body, a daemon started with SIGINT ignored.
 
 The foreign caller is a child process that drops to uid 65534 (nobody) with subprocess's own user=/group=
 arguments; that needs root, so those tests are skipped with the reason when the suite runs as another user.
@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -201,6 +202,26 @@ def test_a_huge_timeout_is_supervised_and_killable(bash_daemon):
     bash_daemon.call("kill", id=task["id"], force=True)
     assert bash_daemon.call("status", id=task["id"], wait_seconds=30)["status"] == "killed"
     wait_until(lambda: not task_processes({marker}), 30, "the task's processes to be gone")
+
+
+def test_a_daemon_started_with_sigint_ignored_still_kills_gracefully(tmp_path):
+    """A shell without job control starts background commands (`scripts/run` starts the daemons with `&`) with
+    SIGINT ignored, and an ignored signal survives exec: the daemon must not hand that on to its tasks, or the
+    graceful kill (SIGINT) would do nothing. It serves with a SIGINT handler of its own, which exec resets."""
+    state = tmp_path / "state"
+    ignoring = [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                "os.execv(sys.argv[1], sys.argv[1:])", str(BASH_DAEMON), "--state-dir", str(state)]
+    daemon = BashDaemon(tmp_path, state, None)
+    daemon.daemon = start_daemon(ignoring, tmp_path)
+    try:
+        task = daemon.call("run", cmd="sleep 300", wait_seconds=0)
+        marker = _record(state, task["id"])["marker"]
+        wait_until(lambda: task_processes({marker}), 30, "the task's process")
+        assert daemon.call("kill", id=task["id"])["action"] == "signalled"
+        status = daemon.call("status", id=task["id"], wait_seconds=30)
+        assert status["status"] == "killed" and "SIGINT" in status["note"], status
+    finally:
+        daemon.stop()
 
 
 # -- who may call ------------------------------------------------------------------------------------------------------
