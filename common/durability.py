@@ -180,11 +180,12 @@ class Flusher:
                     return
 
     def _flush_now(self, paths: list[str]) -> None:
+        """Each path, then the directory: a large batch through the `sync` tool, chunk by chunk; what it could not
+        take (a small batch, no tool, a tool that would not run) file by file here."""
+        if self.sync is os.fdatasync and len(paths) >= TOOL_MIN_PATHS:
+            paths = [path for first in range(0, len(paths), TOOL_MAX_PATHS)
+                     for path in self._flush_with_tool(paths[first:first + TOOL_MAX_PATHS])]
         if not paths:
-            return
-        if self.tool is not None and self.sync is os.fdatasync and len(paths) >= TOOL_MIN_PATHS:
-            for first in range(0, len(paths), TOOL_MAX_PATHS):
-                self._flush_with_tool(paths[first:first + TOOL_MAX_PATHS])
             return
         for path in paths:
             self._flush_one(path)
@@ -205,21 +206,24 @@ class Flusher:
         finally:
             os.close(fd)
 
-    def _flush_with_tool(self, paths: list[str]) -> None:
+    def _flush_with_tool(self, paths: list[str]) -> list[str]:
         """fdatasync of each path, then of the directory, in one `sync` process: none of it waits for our GIL.
-        A path removed since is no error (its message is dropped); any other failure is logged."""
+        A path removed since is no error (its message is dropped); any other failure is logged. Returns the
+        paths left to flush here: none, or all of them when there is no tool (any more) to run."""
+        if self.tool is None:
+            return paths
         try:
             done = subprocess.run([self.tool, "--data", "--", *paths, self.directory], stdin=subprocess.DEVNULL,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={"LC_ALL": "C"})
         except OSError as exc:
             log.error("cannot run %s to flush %d files (%s); flushing them one by one", self.tool, len(paths), exc)
             self.tool = None
-            self._flush_now(paths)
-            return
+            return paths
         failures = [line for line in done.stderr.decode(errors="replace").splitlines()
                     if "No such file or directory" not in line]
         if done.returncode != 0 and failures:
             log.error("flushing %d files to disk failed in part: %s", len(paths), "; ".join(failures)[:500])
+        return []
 
     def _sync_directory(self) -> None:
         try:

@@ -190,6 +190,21 @@ def test_a_sync_tool_that_cannot_run_falls_back_to_file_by_file(tmp_path, caplog
     assert flusher.wait_flushed(0)
 
 
+def test_a_sync_tool_that_cannot_run_leaves_every_chunk_to_file_by_file(tmp_path, caplog, monkeypatch):
+    """A batch above TOOL_MAX_PATHS goes to the tool in chunks: once it fails to run, the later chunks are
+    flushed here too, and the flusher's thread lives on."""
+    import common.durability as durability
+
+    monkeypatch.setattr(durability, "TOOL_MAX_PATHS", 9)
+    tool = _fake_tool(tmp_path)
+    flusher = Flusher(tmp_path, BATCHED, window=60, tool=str(tool))
+    tool.unlink()
+    _batch_of_records(flusher, tmp_path, 20)  # three chunks
+    flusher.close()
+    assert flusher.wait_flushed(0), "every chunk was flushed"
+    assert caplog.text.count("flushing them one by one") == 1 and "Traceback" not in caplog.text
+
+
 def _open_files() -> set[str]:
     found = set()
     for fd in os.listdir("/proc/self/fd"):
