@@ -93,6 +93,16 @@ def _unlink_missing_ok(path: str) -> None:
         pass
 
 
+def _hold(path: str) -> int | None:
+    """A reference (O_PATH, the link itself if it is one) that keeps the file at `path` from being freed when
+    its name goes, or None if there is nothing to hold (gone: a concurrent delete of a record is excluded by
+    RecordWriter; an operator may have removed it)."""
+    try:
+        return os.open(path, os.O_PATH | NOFOLLOW)
+    except OSError:
+        return None
+
+
 def _open_append(path: str, mode: int) -> int:
     flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
     try:
@@ -240,21 +250,16 @@ class TaskStore:
         no extra syscall on the path of a quick task."""
         if ticket is None or not self.flusher.reached_disk(ticket):
             return None
-        try:
-            return os.open(path, os.O_PATH | NOFOLLOW)
-        except OSError:  # gone (a concurrent delete is excluded by RecordWriter; an operator may have): no hold
-            return None
+        return _hold(path)
 
     def _unlink_off_path(self, path: str) -> None:
         """Unlink `path`, leaving the freeing of its blocks to the flusher's thread (see save_dict)."""
+        held = _hold(path)
         try:
-            held = os.open(path, os.O_PATH | NOFOLLOW)
-        except FileNotFoundError:
-            return
-        try:
-            os.unlink(path)
+            _unlink_missing_ok(path)
         finally:
-            self.flusher.close_later(held)
+            if held is not None:
+                self.flusher.close_later(held)
 
     def load_all(self) -> list[Task]:
         """Every readable record, in submission order. Torn temp files are removed; a record that cannot be
