@@ -132,7 +132,7 @@ class CpuSplit:
         return own.user + own.system, own.children_user + own.children_system, psutil.cpu_times()
 
     def per_task(self, tasks: int) -> tuple[float, float, float]:
-        """(daemon ms a task, its tasks' ms a task, idle % of all cores) since construction."""
+        """(daemon ms a task, its reaped children's ms a task, idle % of all cores) since construction."""
         (daemon0, tasks0, machine0), (daemon1, tasks1, machine1) = self.start, self._read()
         total = sum(machine1) - sum(machine0)
         idle = (machine1.idle - machine0.idle) / total * 100 if total > 0 else 0.0
@@ -196,7 +196,7 @@ def throughput(ctx):
                 "python loop spawn+reap", base_rate, target=">= 0.75x baseline",
                 ok=rate >= 0.75 * base_rate and not problems, note="; ".join(problems)),
             Row("bash", "throughput: daemon CPU per task (user + system)", "ms", daemon_ms, None, len(submitted),
-                "its tasks' own CPU (bash)", tasks_ms,
+                "its children's CPU (tasks, sync tool)", tasks_ms,
                 note=f"bash alone in the loop: {loop_bash_ms:.2f} ms; the machine idle {idle:.0f}% of "
                      f"{psutil.cpu_count()} cores; the daemon used {daemon_ms * rate / 1000:.2f} of them")]
 
