@@ -119,9 +119,9 @@ def exit_to_answer(ctx):
 
 
 class CpuSplit:
-    """Where the machine's CPU went during a throughput run: the daemon's own (user + system), its reaped tasks',
-    and the machine's idle share. Read from the kernel's counters (ticks of 10 ms): per task over thousands of
-    tasks, exact enough to say what bounds the figure."""
+    """Where the machine's CPU went during a throughput run: the daemon's own (user + system), its reaped
+    children's (the tasks, and the flusher's `sync` tool), and the machine's idle share. Read from the kernel's
+    counters (ticks of 10 ms): per task over thousands of tasks, exact enough to say what bounds the figure."""
 
     def __init__(self, pid: int):
         self.proc = psutil.Process(pid)
