@@ -11,6 +11,7 @@ directory where a file creation is quickest at the start (bench_support.choose_w
 Compare code changes in interleaved runs all the same: two cores shared with other work move every figure.
 """
 
+import os
 import subprocess
 import sys
 import threading
@@ -119,9 +120,10 @@ def exit_to_answer(ctx):
 
 
 class CpuSplit:
-    """Where the machine's CPU went during a throughput run: the daemon's own (user + system), its reaped
-    children's (the tasks, and the flusher's `sync` tool), and the machine's idle share. Read from the kernel's
-    counters (ticks of 10 ms): per task over thousands of tasks, exact enough to say what bounds the figure."""
+    """Where the machine's CPU went while a process ran tasks: its own (user + system), its reaped children's
+    (for the daemon: the tasks, and the flusher's `sync` tool; for the baseline loop: its bash), and the idle
+    share. Read from the kernel's counters (ticks of 10 ms): per task over thousands of tasks, exact enough to
+    say what bounds the figure."""
 
     def __init__(self, pid: int):
         self.proc = psutil.Process(pid)
@@ -144,12 +146,12 @@ def throughput(ctx):
     # Baseline: a plain Python loop spawning and reaping bash -c true.
     stop = time.monotonic() + seconds
     count = 0
-    children_before = _children_cpu()
+    loop_cpu = CpuSplit(os.getpid())
     while time.monotonic() < stop:
         _spawn_bash_true()
         count += 1
     base_rate = count / seconds
-    loop_bash_ms = (_children_cpu() - children_before) * 1000 / count
+    _, loop_bash_ms, _ = loop_cpu.per_task(count)
     with Daemon(DAEMON, ctx.workdir / "tp", env={"HIVE_BASH_KEEP_TASKS": "100000"}) as d:
         submitted: list[str] = []
         errors: list[str] = []
@@ -199,13 +201,6 @@ def throughput(ctx):
                 "its children's CPU (tasks, sync tool)", tasks_ms,
                 note=f"bash alone in the loop: {loop_bash_ms:.2f} ms; the machine idle {idle:.0f}% of "
                      f"{psutil.cpu_count()} cores; the daemon used {daemon_ms * rate / 1000:.2f} of them")]
-
-
-def _children_cpu() -> float:
-    """CPU seconds of this process's reaped children (user + system)."""
-    times = psutil.Process().cpu_times()
-    return times.children_user + times.children_system
-
 
 def many_running(ctx):
     tasks = ctx.reps(1000, 200)
