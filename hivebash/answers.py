@@ -61,8 +61,9 @@ class Answers:
             if not skipped:
                 self.slots.release()
         first = next((e for e in entries if e.id == matched_id or e.task.terminal), entries[0])
+        truncated = [f"{task_id} {w.source.stream}" for task_id, w in watches if w.truncated]
         return Outcome(self.view(first.id, view, shows), window, waited, wait_skipped=skipped, wait_for=wait_for,
-                       matched=matched, matched_id=matched_id, notices=self.notices)
+                       matched=matched, matched_id=matched_id, truncated=truncated, notices=self.notices)
 
     def sources(self, task_id: str) -> list[ov.Source]:
         return [ov.Source("stdout", self.store.file(task_id, "out")), ov.Source("stderr", self.store.file(task_id, "err"))]

@@ -122,6 +122,7 @@ class Outcome:
     wait_for: str | None = None  # the regex the wait also watched the output for
     matched: ov.Line | None = None  # the new line that matched it
     matched_id: str | None = None  # the task whose line it was
+    truncated: list[str] = field(default_factory=list)  # watched streams found cut below the watch ("id stdout")
     notices: bool = True  # completions reach the agent as todos (a harness socket is configured)
 
 
@@ -200,10 +201,12 @@ def matched_line(outcome: Outcome) -> str:
     """What `wait_for` found (or that it found nothing)."""
     if outcome.wait_for is None:
         return ""
+    cut = (f"(truncated while watched: {', '.join(outcome.truncated)}; watched again from its start)\n"
+           if outcome.truncated else "")
     if outcome.matched is not None:
         m = outcome.matched
-        return f"wait_for matched ({outcome.matched_id}, {m.stream} line {m.number}): {m.text}\n"
-    return f"wait_for {outcome.wait_for!r}: no new line matched\n"
+        return f"wait_for matched ({outcome.matched_id}, {m.stream} line {m.number}): {m.text}\n" + cut
+    return f"wait_for {outcome.wait_for!r}: no new line matched\n" + cut
 
 
 def wait_facts(outcome: Outcome) -> tuple[str, dict[str, Any]]:
@@ -224,7 +227,8 @@ def outcome_result(outcome: Outcome, started_form: bool) -> ToolResult:
     facts, wait = wait_facts(outcome)
     data = view.to_dict() | {"wait": wait}
     if outcome.wait_for is not None:
-        data["wait_for"] = {"pattern": outcome.wait_for, "matched": vars(outcome.matched) if outcome.matched else None}
+        data["wait_for"] = {"pattern": outcome.wait_for, "matched": vars(outcome.matched) if outcome.matched else None,
+                            "truncated": outcome.truncated}
     if started_form and not view.task.terminal:
         data["started"] = True
         lines = [f"task started: id={view.task.id}",
@@ -260,7 +264,8 @@ def many_result(outcome: ManyOutcome) -> ToolResult:
     data = {"tasks": [v.to_dict() for v in outcome.views], "ended": ended, "wait": wait}
     if outcome.first.wait_for is not None:
         data["wait_for"] = {"pattern": outcome.first.wait_for, "id": outcome.first.matched_id,
-                            "matched": vars(outcome.first.matched) if outcome.first.matched else None}
+                            "matched": vars(outcome.first.matched) if outcome.first.matched else None,
+                            "truncated": outcome.first.truncated}
     return ToolResult(text, data)
 
 

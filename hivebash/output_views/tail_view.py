@@ -29,6 +29,33 @@ def _tail_bytes(fd: int, start: int, size: int, share: int) -> tuple[bytes, int]
         raw, first = raw[cut:], first + cut
 
 
+def _begins(sources: list[Source], sizes: dict[str, int],
+            starts: dict[str, int] | None) -> tuple[dict[str, int], set[str]]:
+    """Where each stream's view begins, and which streams are now smaller than the reader's cursor: those were
+    truncated (by the task or the agent) since, so what they hold now was never shown and starts at byte 0."""
+    begin, truncated = {}, set()
+    for src in sources:
+        start = (starts or {}).get(src.stream, 0)
+        if start > sizes[src.stream]:
+            start = 0
+            truncated.add(src.stream)
+        begin[src.stream] = start
+    return begin, truncated
+
+
+def _head(src: Source, size: int, start: int, first: int, shown: bool, new_only: bool, was: int | None) -> str:
+    """A stream's header line; `was`: the cursor of a file truncated below it since (its text starts at 0)."""
+    cut = f"truncated (was {was} bytes when last shown, now {size}); " if was is not None else ""
+    new = (cut + "new from byte 0: " if cut else f"new since byte {start}: ") if new_only else ""
+    if not shown:
+        return f"--- {src.stream}: {cut}nothing new ({size} bytes, {src.path}) ---" if new_only else \
+            f"--- {src.stream}: empty ---"
+    if first > start:
+        return (f"--- {src.stream}: {new}last {size - first} of {size - start} bytes ({first - start} elided: "
+                f"grep or from_line read them; file {src.path}) ---")
+    return f"--- {src.stream}: {new}{size - start} bytes ({src.path}) ---"
+
+
 def tail(sources: list[Source], starts: dict[str, int] | None = None, budget: int = VIEW_BUDGET,
          cap: int | None = None) -> View:
     """The end of each source, cleaned, within `budget` bytes in all; with `starts`, only what lies after
@@ -40,7 +67,7 @@ def tail(sources: list[Source], starts: dict[str, int] | None = None, budget: in
             sizes[src.stream] = os.stat(src.path, follow_symlinks=False).st_size
         except FileNotFoundError:
             sizes[src.stream] = 0
-    begin = {s.stream: min((starts or {}).get(s.stream, 0), sizes[s.stream]) for s in sources}
+    begin, truncated = _begins(sources, sizes, starts)
     shares, left = {}, budget - 160 * len(sources)
     by_need = sorted(sources, key=lambda s: sizes[s.stream] - begin[s.stream])
     for i, src in enumerate(by_need):  # a short stream leaves the rest of its share to the longer one
@@ -59,17 +86,10 @@ def tail(sources: list[Source], starts: dict[str, int] | None = None, budget: in
             finally:
                 os.close(fd)
         read_to[src.stream] = size
-        new = f"new since byte {start}: " if starts is not None else ""
-        if not text:
-            head = (f"--- {src.stream}: nothing new ({size} bytes, {src.path}) ---" if starts is not None
-                    else f"--- {src.stream}: empty ---")
-        elif first > start:
-            head = (f"--- {src.stream}: {new}last {size - first} of {size - start} bytes ({first - start} elided: "
-                    f"grep or from_line read them; file {src.path}) ---")
-        else:
-            head = f"--- {src.stream}: {new}{size - start} bytes ({src.path}) ---"
+        was = (starts or {}).get(src.stream) if src.stream in truncated else None
+        head = _head(src, size, start, first, bool(text), starts is not None, was)
         body = text if not text or text.endswith("\n") else text + "\n(no newline at end)\n"
         parts.append(head + "\n" + body)
         data[src.stream] = {"path": src.path, "size": size, "from_byte": start, "text": text,
-                            "elided_bytes": max(0, first - start)}
+                            "elided_bytes": max(0, first - start), "truncated": src.stream in truncated}
     return View("".join(parts), {"streams": data}, read_to)

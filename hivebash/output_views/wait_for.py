@@ -13,12 +13,14 @@ from .reading import Line, Source, open_output, read_line_at, shown_text
 @dataclass
 class Watch:
     """Follows one output file from a byte offset for lines matching a regex (status/run `wait_for`): only
-    complete lines count (a line still being written might match only once it is whole), unless `final`."""
+    complete lines count (a line still being written might match only once it is whole), unless `final`. A
+    file found smaller than the offset was truncated: it is watched again from its start (`truncated` says so)."""
 
     source: Source
     offset: int
     regexes: tuple[re.Pattern, re.Pattern]
     buf: bytearray = field(default_factory=lambda: bytearray(1 << 16))
+    truncated: int = 0  # how many times the file was found cut below the offset
 
     def check(self, final: bool = False) -> Line | None:
         """The first matching line written since the last check, or None; moves past what it read."""
@@ -27,6 +29,8 @@ class Watch:
             return None
         try:
             size = os.fstat(fd).st_size
+            if size < self.offset:  # emptied or cut (by the task or the agent): what it holds now is all new
+                self.offset, self.truncated = 0, self.truncated + 1
             stop = size if final else self._last_line_end(fd, size)
             if stop <= self.offset:
                 return None

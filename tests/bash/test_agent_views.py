@@ -2,9 +2,12 @@
 restart keeps that true, no todo is promised without a harness socket), status views and the new_only
 cursor, waits on several tasks and on a line of output, and what `task started` shows."""
 
+import threading
+
 import pytest
 
 from common.tools import CallContext
+from hivebash import inline_wait
 from hivebash.engine import Engine
 from hivebash.tools import build_registry
 from hivebash_testkit import settings, wait_until
@@ -111,6 +114,40 @@ def test_new_only_shows_what_the_agent_was_not_shown(agent_tools, tmp_path):
     new = call(tools, "status", id="grow", new_only=True).text.split("\ncwd: ")[1]
     assert "--- stdout: new since byte 6: 7 bytes (" in new and "\nsecond\n" in new and "first" not in new
     assert "nothing new" in call(tools, "status", id="grow", new_only=True, stream="stdout").text
+
+
+def test_new_only_and_wait_for_see_what_follows_a_truncation(agent_tools, tmp_path, monkeypatch):
+    """Issue 25, hole 3: the agent empties a running task's output below its cursor (and below a wait_for's
+    watch); what the task writes next is found by wait_for and shown by new_only, and both say so."""
+    tools, engine = agent_tools
+    gate, out = tmp_path / "gate", engine.store.file("cut", "out")
+    watching, made = threading.Event(), inline_wait.watches_for
+    monkeypatch.setattr(inline_wait, "watches_for", lambda *a, **k: (made(*a, **k), watching.set())[0])
+    call(tools, "run", cmd=f"seq 1 60; while [ ! -e {gate} ]; do sleep 0.02; done; echo 'ready after'; sleep 30",
+         name="cut", wait_seconds=0)
+    assert wait_until(lambda: "60" in call(tools, "status", OPERATOR, id="cut").data["stdout"]["tail"])
+    call(tools, "status", id="cut")  # the agent was shown it up to byte 171
+    answer: list = []
+    waiter = threading.Thread(target=lambda: answer.append(call(tools, "status", id="cut", wait_for="^ready",
+                                                                wait_seconds=20)))
+    waiter.start()
+    assert watching.wait(10)  # the watch stands at byte 171
+    with open(out, "r+b") as f:
+        f.truncate(0)
+    gate.touch()
+    waiter.join(20)
+    res = answer[0]
+    assert "wait_for matched (cut, stdout line 1): ready after" in res.text, res.text
+    assert "(truncated while watched: cut stdout; watched again from its start)" in res.text
+    assert res.data["wait_for"]["truncated"] == ["cut stdout"]
+    call(tools, "kill", id="cut", force=True)
+    call(tools, "status", OPERATOR, id="cut", wait_seconds=20)
+    with open(out, "r+b") as f:  # below the cursor that answer moved to the file's new end (12 bytes)
+        f.truncate(0)
+        f.write(b"late\n")
+    new = call(tools, "status", id="cut", new_only=True, stream="stdout").text
+    assert "--- stdout: truncated (was 12 bytes when last shown, now 5); new from byte 0: 5 bytes (" in new
+    assert new.endswith("\nlate\n")
 
 
 def test_grep_and_window_views_and_stream(agent_tools):

@@ -125,6 +125,25 @@ def test_tail_and_new_only(big, tmp_path):
     assert tail(src, starts=seen).text == f"--- stdout: new since byte 4: 18 bytes ({grown}) ---\nnew line\n"
 
 
+def test_new_only_after_the_file_was_truncated_shows_it_from_its_start(tmp_path):
+    """Issue 25, hole 3: a file emptied below the cursor used to answer "nothing new" and skip what followed."""
+    path = tmp_path / "t.out"
+    path.write_bytes(b"x" * 290 + b"\n")
+    src = [Source("stdout", str(path))]
+    seen = tail(src).read_to
+    path.write_bytes(b"")  # what `: > t.out` does; the task's O_APPEND writes then land at the new end
+    emptied = tail(src, starts=seen)
+    assert emptied.text == f"--- stdout: truncated (was 291 bytes when last shown, now 0); nothing new (0 bytes, {path}) ---\n"
+    assert emptied.read_to == {"stdout": 0}
+    with open(path, "ab") as f:
+        f.write(b"written after\n")
+    after = tail(src, starts=seen)  # the cursor was never moved: the file is still below it
+    assert after.text == (f"--- stdout: truncated (was 291 bytes when last shown, now 14); new from byte 0: 14 bytes "
+                          f"({path}) ---\nwritten after\n")
+    assert after.data["streams"]["stdout"]["truncated"] and after.data["streams"]["stdout"]["from_byte"] == 0
+    assert tail(src, starts=after.read_to).text.startswith("--- stdout: nothing new (14 bytes")
+
+
 def test_binary_output_stays_within_the_bound(tmp_path):
     path = tmp_path / "bin.out"
     path.write_bytes(bytes(range(256)) * 400)  # escapes make the text ~4x the bytes
@@ -157,6 +176,20 @@ def test_watch_sees_only_new_complete_lines(tmp_path):
     with open(path, "ab") as f:
         f.write(b"ready at the end")
     assert w.check() is None and w.check(final=True).text == "ready at the end"
+
+
+def test_watch_follows_a_truncated_file_from_its_start(tmp_path):
+    """Issue 25, hole 3 for wait_for: a watch past the end of an emptied file saw none of its new lines."""
+    path = tmp_path / "w.out"
+    path.write_bytes(b"old line\n" * 40)
+    w = ov.watch(Source("stdout", str(path)), r"ready")
+    assert w.check() is None and w.truncated == 0
+    path.write_bytes(b"")
+    with open(path, "ab") as f:
+        f.write(b"ready after the cut\n")
+    line = w.check()
+    assert (line.number, line.text) == (1, "ready after the cut") and w.truncated == 1
+    assert w.check() is None
 
 
 def test_line_numbers_stay_exact_with_the_line_index(tmp_path, monkeypatch):
