@@ -5,6 +5,7 @@ rule. A handler signals an expected failure by raising `ToolError` (an `isError`
 other exception becomes a short `isError` result, logged with its traceback, and the server keeps serving.
 """
 
+import difflib
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -79,6 +80,9 @@ class Tool:
     handler: Handler
     title: str | None = None
     annotations: Mapping[str, Any] | None = None
+    # An argument name a caller may mean, mapped to what to say (`{"prompt": "the first turn's prompt is
+    # trigger"}`): shown when that unknown name is refused, where spelling alone would point elsewhere.
+    argument_hints: Mapping[str, str] | None = None
 
     def listing(self) -> dict[str, Any]:
         """The tool as `tools/list` shows it. No outputSchema: the Python SDK would then *require*
@@ -126,7 +130,19 @@ _RULE_TEXT = {
 }
 
 
-def _rule(error: jsonschema.ValidationError) -> str:
+def _unknown_arguments(error: jsonschema.ValidationError, hints: Mapping[str, str]) -> str:
+    """Which arguments are unknown, the known one each was most likely meant as, and the known ones."""
+    known = list((error.schema.get("properties") or {}) if isinstance(error.schema, dict) else ())
+    given = error.instance if isinstance(error.instance, dict) else {}
+    named = []
+    for name in sorted(k for k in given if k not in known):
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = hints.get(name) or (f"did you mean {near[0]!r}?" if near else "")
+        named.append(f"{name!r}" + (f" ({hint})" if hint else ""))
+    return f"unknown argument(s) not allowed: {', '.join(named)}; the known ones: {', '.join(known)}"
+
+
+def _rule(error: jsonschema.ValidationError, hints: Mapping[str, str]) -> str:
     v, rule = error.validator, error.validator_value
     if v in _RULE_TEXT:
         return _RULE_TEXT[v].format(rule)
@@ -138,12 +154,12 @@ def _rule(error: jsonschema.ValidationError) -> str:
         return "must not name the same item twice"
     if v == "enum":
         return "must be one of " + ", ".join(repr(x) for x in rule)
-    if v == "additionalProperties":
-        return error.message.replace("Additional properties are not allowed", "unknown argument(s) not allowed")
+    if v == "additionalProperties" and rule is False:
+        return _unknown_arguments(error, hints)
     return error.message
 
 
-def validate_arguments(schema: dict[str, Any] | Any, arguments: Any) -> dict[str, Any]:
+def validate_arguments(schema: dict[str, Any] | Any, arguments: Any, hints: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Return `arguments` if they satisfy `schema` (a JSON schema, or an ArgumentValidator built from one);
     raise ToolArgumentsError naming every bad field."""
     if arguments is None:
@@ -153,7 +169,7 @@ def validate_arguments(schema: dict[str, Any] | Any, arguments: Any) -> dict[str
     validator = ArgumentValidator(schema) if isinstance(schema, dict) else schema
     errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
     if errors:
-        raise ToolArgumentsError("; ".join(f"{_field_path(e)}: {_rule(e)}" for e in errors))
+        raise ToolArgumentsError("; ".join(f"{_field_path(e)}: {_rule(e, hints or {})}" for e in errors))
     _check_encodable(arguments, "")
     return arguments
 
@@ -219,7 +235,7 @@ class ToolRegistry:
             args = arguments
             _check_encodable(args, "")  # the quick check looks at types and lengths only
         else:
-            args = validate_arguments(self._validators[name], arguments)
+            args = validate_arguments(self._validators[name], arguments, tool.argument_hints)
         try:
             return tool.handler(args, ctx or CallContext())
         except ToolError as exc:

@@ -8,8 +8,9 @@ import os
 import select
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 WAIT_CAP_SECONDS = 30.0
 DEFAULT_WAIT_SECONDS = 3.0
@@ -71,6 +72,17 @@ class WaitSlots:
                 return False
             self._in_use += 1
             return True
+
+    @contextmanager
+    def held(self) -> Iterator[bool]:
+        """The wait-slot rule as one block: True inside when a slot was free (wait, then it is released on
+        exit), False when every slot is taken (answer at once with the state as it is)."""
+        got = self.try_acquire()
+        try:
+            yield got
+        finally:
+            if got:
+                self.release()
 
     def release(self) -> None:
         with self._lock:

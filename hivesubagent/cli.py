@@ -145,17 +145,27 @@ def interrupt(ctx: DaemonClient, name: str, force: bool, as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("name", required=False)
+@click.argument("names", nargs=-1)
 @click.option("--result-offset", type=click.IntRange(min=0), default=None,
-              help="Show a page of the last turn's result text from this character (needs NAME).")
+              help="Show a page of the last turn's result text from this character (one NAME).")
+@click.option("--wait", "wait_seconds", type=click.FloatRange(min=0), default=None,
+              help="Wait up to this many seconds (at most 30) for the turn, or the first of several, to end.")
+@click.option("--all", "want_all", is_flag=True, help="With several NAMEs and --wait: wait until every one has ended.")
 @json_option
 @click.pass_obj
-def status(ctx: DaemonClient, name: str | None, result_offset: int | None, as_json: bool) -> None:
-    """Show session NAME (its progress while it runs), or every session the daemon knows."""
-    args: dict[str, Any] = {} if name is None else {"name": name}
-    if result_offset is not None:
-        args["result_offset"] = result_offset
-    _call(ctx, "status", args, as_json)
+def status(ctx: DaemonClient, names: tuple[str, ...], result_offset: int | None, wait_seconds: float | None,
+           want_all: bool, as_json: bool) -> None:
+    """Show session NAME (its progress while it runs), several NAMEs a line each, or every session the daemon
+    knows."""
+    args: dict[str, Any] = {}
+    if len(names) == 1:
+        args["name"] = names[0]
+    elif names:
+        args["names"] = list(names)
+    for key, value in (("result_offset", result_offset), ("wait_seconds", wait_seconds), ("all", want_all or None)):
+        if value is not None:
+            args[key] = value
+    show(ctx.call("status", args, as_json=as_json, wait=min(wait_seconds or 0, 30)), as_json)
 
 
 def store_options(fn: Callable) -> Callable:
@@ -213,7 +223,7 @@ def list_(workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, ..
     if as_json:
         click.echo(json.dumps({"project_dir": str(store.project_dir), "sessions": rows}, indent=2))
         return
-    from hivesubagent.tools import kv
+    from hivesubagent.texts import kv
 
     click.echo(kv(sessions=len(rows), project_dir=str(store.project_dir)))
     for r in rows:

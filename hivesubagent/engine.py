@@ -19,9 +19,9 @@ from typing import Any, Callable, Mapping
 
 from common.config import SubagentSettings
 from common.todos import Todos
-from common.waiting import WaitSlots
+from common.waiting import WaitSlots, cap_wait
 
-from hivesubagent import claude, views
+from hivesubagent import claude, views, waits
 from hivesubagent.arguments import SubagentError, budget_usd, open_prompt_file, prompt_text, session_name
 from hivesubagent.result_pages import OffsetError, page
 from hivesubagent.runner import TurnRunner, unarchive
@@ -148,6 +148,25 @@ class SubagentEngine:
         finished = [self._transcript_view(t, live) for t in listed[:LIST_LIMIT]]
         return {"sessions": running + finished, "running": len(running), "more": max(0, len(listed) - LIST_LIMIT)}
 
+    def wait_status(self, names: list[str], wait_seconds: float | None = None, want_all: bool = False,
+                    report: waits.Report | None = None) -> dict[str, Any]:
+        """`status(names=[...], wait_seconds=N, all=...)` (or one name): wait (capped at 30 s) until the first of
+        the named turns running now ends (with `want_all`, every one), then each session's view. A session
+        already finished before the call does not end the wait; with none running it answers at once."""
+        names = [session_name(n) for n in names]
+        if len(set(names)) != len(names):
+            raise SubagentError("names: must not name the same session twice")
+        with self.table.cond:
+            turns = [t for n in names if (t := self.table.running_locked(n)) is not None]
+        running = {t.name for t in turns}
+        for name in names:
+            if name not in running and self.sessions.find(name) is None:
+                raise SubagentError(f"names: no session named {name!r}: not running, and no transcript in {self.sessions.project_dir}")
+        window = cap_wait(wait_seconds, default=0.0)
+        waited = waits.wait_turns(self.table, turns, want_all, window, self._slots,
+                                  lambda t: views.turn_view(t, self.settings.result_chars), report)
+        return {"sessions": [self._status_of(n, None) for n in names], "wait": waited.as_dict()}
+
     def shutdown(self) -> None:
         """Stop every running turn: SIGINT, SIGKILL after `kill_grace`; return once all are recorded (bounded)."""
         turns = self.table.close()
@@ -202,14 +221,9 @@ class SubagentEngine:
             return views.turn_view(turn, self.settings.result_chars)
 
     def _wait_ended(self, turn: Turn, seconds: float) -> bool:
-        if not self._slots.try_acquire():
-            with self.table.cond:
-                return turn.state is TurnState.ENDED  # every wait slot is busy: answer with the state as it is
-        try:
-            with self.table.cond:
-                return self.table.wait_locked(lambda: turn.state is TurnState.ENDED, seconds)
-        finally:
-            self._slots.release()
+        with self._slots.held() as got, self.table.cond:
+            # every wait slot busy: answer with the state as it is
+            return self.table.wait_locked(lambda: turn.state is TurnState.ENDED, seconds if got else 0.0)
 
     def _view(self, turn: Turn) -> dict[str, Any]:
         with self.table.cond:

@@ -117,7 +117,7 @@ class TurnRunner:
             for raw in stdout:
                 if turn.stream.feed(raw):
                     with self.table.cond:
-                        self.table.cond.notify_all()
+                        self.table.changed_locked()
         except (OSError, ValueError):
             pass
         finally:
@@ -160,7 +160,7 @@ class TurnRunner:
         self._safe_todo(lambda: self.todos.upsert(turn.name, summary, body, data))
         with self.table.cond:
             turn.reported = True
-            self.table.cond.notify_all()
+            self.table.changed_locked()
 
     @staticmethod
     def _cost(turn: Turn, outcome: claude.Outcome) -> tuple[float | None, float | None]:

@@ -30,6 +30,12 @@ class TurnTable:
         # signals sent), which the transcript does not record. Memory only: after a restart the transcript
         # alone answers.
         self._ended: dict[str, Turn] = {}
+        self.changes = 0  # counts every notified change (a state, a stream event): a waiter that reports progress sees each
+
+    def changed_locked(self) -> None:
+        """Something about a turn changed (its state, claude's stream, its todo): wake every waiter."""
+        self.changes += 1
+        self.cond.notify_all()
 
     def reserve(self, name: str, make: Callable[[], Turn]) -> Turn:
         """Put a new turn of `name` in the map, or refuse: shutting down, `name` running, max_running reached.
@@ -64,7 +70,7 @@ class TurnTable:
             turn.ended_mono = time.monotonic()
             if self._running.get(turn.name) is turn:
                 del self._running[turn.name]
-        self.cond.notify_all()
+        self.changed_locked()
 
     def remember_ended_locked(self, turn: Turn) -> None:
         self._ended.pop(turn.name, None)

@@ -13,6 +13,7 @@ from common.tools import (
     ToolRegistry,
     ToolResult,
     UnknownTool,
+    closed_object,
     validate_arguments,
 )
 
@@ -57,9 +58,18 @@ def test_each_rule_names_the_field(arguments, expected):
     assert message_for(arguments) == expected
 
 
-def test_unknown_argument_is_named():
-    message = message_for({"cmd": "ls", "cwdir": "/tmp"})
-    assert message.startswith("arguments: unknown argument(s) not allowed") and "'cwdir'" in message
+def test_unknown_argument_is_named_with_the_nearest_known_one():
+    message = message_for({"cmd": "ls", "timout": 3})
+    assert message.startswith("arguments: unknown argument(s) not allowed: 'timout' (did you mean 'timeout'?)"), message
+    assert message.endswith("; the known ones: " + ", ".join(SCHEMA["properties"]))
+    assert message_for({"cmd": "ls", "zzz": 1}).startswith("arguments: unknown argument(s) not allowed: 'zzz'; the known")
+
+
+def test_a_tool_can_say_what_an_unknown_name_was_meant_as():
+    tool = Tool("t", "d", closed_object({"trigger": {"type": "string"}}), lambda a, c: ToolResult("ok"),
+                argument_hints={"prompt": "the first prompt is 'trigger'"})
+    with pytest.raises(ToolArgumentsError, match=r"'prompt' \(the first prompt is 'trigger'\); the known ones: trigger"):
+        ToolRegistry([tool]).call("t", {"prompt": "x"})
 
 
 def test_every_bad_field_is_reported_in_path_order():

@@ -10,7 +10,8 @@ from common.config import SubagentSettings
 from common.tools import ToolArgumentsError, UnknownTool
 from hivesubagent.engine import SubagentEngine
 from hivesubagent.result_pages import EXCERPT_BYTES, PAGE_BYTES, OffsetError, excerpt, page
-from hivesubagent.tools import _turn_result, build_registry, kv, render_list, render_session
+from hivesubagent.texts import kv, render_list, render_session, turn_result
+from hivesubagent.tools import build_registry
 
 
 @pytest.fixture
@@ -31,6 +32,11 @@ def test_four_tools_with_descriptions_and_closed_schemas(registry):
         registry.call("kill", {})
     with pytest.raises(ToolArgumentsError, match="arguments: unknown argument"):
         registry.call("status", {"nam": "x"})
+    # an unknown argument names the known one it was most likely meant as
+    with pytest.raises(ToolArgumentsError, match=r"'prompt' \(the first turn's prompt is 'trigger'; the instructions file is 'prompt_file'\)"):
+        registry.call("start", {"name": "x", "prompt_file": "/p", "prompt": "do it"})
+    with pytest.raises(ToolArgumentsError, match=r"'wait' \(did you mean 'wait_seconds'\?\)"):
+        registry.call("status", {"name": "x", "wait": 3})
 
 
 def test_status_of_nothing(registry):
@@ -52,14 +58,14 @@ def test_texts_the_model_reads():
                "confirmed": True, "signals": {}, "archived": ["/old.jsonl.archived"],
                "progress": {"steps": 1, "tool_calls": 0, "tools": {}, "latest_tool": None, "latest_tool_input": None,
                             "input_tokens": None, "output_tokens": None, "idle_s": 0.5}}
-    text = _turn_result(running, "started").text.splitlines()
+    text = turn_result(running, "started").text.splitlines()
     assert text[0] == "state=running name=job session_id=sid turn=1 pid=42"  # model unknown: left out, not guessed
-    assert _turn_result({**running, "model": "claude-haiku-4-5"}, "started").text.splitlines()[0].endswith(" model=claude-haiku-4-5")
+    assert turn_result({**running, "model": "claude-haiku-4-5"}, "started").text.splitlines()[0].endswith(" model=claude-haiku-4-5")
     assert text[1] == "archived the earlier session(s) of this name: /old.jsonl.archived" and text[-1] == "transcript: /t.jsonl"
     ended = {**running, "state": "ended", "running": False, "outcome": {
         "outcome": "error", "detail": "API error 500", "result_text": "API Error: 500", "cost_usd": 0.0, "total_cost_usd": 0.5,
         "duration_s": 1.0, "exited_without_result": False, "returncode": 1, "result_chars": 14, "result_next_offset": None}}
-    result = _turn_result(ended, "started")
+    result = turn_result(ended, "started")
     assert result.is_error and result.text.startswith("state=ended name=job outcome=error session_id=sid turn=1 cost_usd=0 total_cost_usd=0.5")
     finished = {"name": "job", "state": "finished", "running": False, "session_id": "sid", "transcript": "/t.jsonl", "model": "m",
                 "turns": 3, "total_cost_usd": 1.5, "updated_at": "x",

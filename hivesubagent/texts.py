@@ -1,0 +1,198 @@
+"""What the subagent tools answer, as text for the model: a first line of stable key=value facts, then the
+readable rest, each answer bounded under 8 KiB. The data beside it is the view itself (tools.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from common.tools import ToolResult
+
+from hivesubagent.result_pages import read_on
+
+LIST_TEXT_BYTES = 7 * 1024  # status() of every session: the lines that fit; an answer the model reads stays < 8 KiB
+
+
+def kv(**facts: Any) -> str:
+    """`key=value` pairs on one line; a value with spaces or quotes is JSON-quoted so the line stays parseable."""
+    out = []
+    for key, value in facts.items():
+        if value is None:
+            value = "none"
+        elif isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, float):
+            value = f"{value:.6f}".rstrip("0").rstrip(".") if key.endswith("usd") else f"{value:.1f}"
+        value = str(value)
+        if not value or any(c.isspace() or c in "\"'=" for c in value):
+            value = json.dumps(value)
+        out.append(f"{key}={value}")
+    return " ".join(out)
+
+
+def _known(**facts: Any) -> dict[str, Any]:
+    """Only the facts that are known: a model the answer cannot vouch for is left out, not guessed."""
+    return {k: v for k, v in facts.items() if v is not None}
+
+
+def _result_lines(name: str, text: str, total: int, next_offset: int | None, label: str) -> list[str]:
+    if not text:
+        return []
+    head = f"{label} ({len(text)} of {total} characters):" if next_offset is not None else f"{label}:"
+    return [head, text] + ([read_on(name, next_offset, total)] if next_offset is not None else [])
+
+
+def turn_result(view: dict[str, Any], verb: str) -> ToolResult:
+    """A start/continue/interrupt answer: running (with how to follow it) or, if it already ended, its outcome."""
+    name = view["name"]
+    if "outcome" in view:
+        o = view["outcome"]
+        first = kv(state="ended", name=name, outcome=o["outcome"], session_id=view["session_id"], turn=view["turn"],
+                   cost_usd=o["cost_usd"], total_cost_usd=o["total_cost_usd"], duration_s=o["duration_s"],
+                   **_known(max_budget_usd=o.get("max_budget_usd")))
+        lines = [first, f"detail: {o['detail']}"]
+        lines += _result_lines(name, o["result_text"], o["result_chars"], o.get("result_next_offset"), "result")
+        lines.append(f"transcript: {view['transcript']}")
+        failed = verb != "interrupted" and o["outcome"] in ("error",)
+        return ToolResult(text="\n".join(lines), data=view, is_error=failed)
+    first = kv(state=view["state"], name=name, session_id=view["session_id"], turn=view["turn"], pid=view["pid"],
+               **_known(model=view.get("model"), max_budget_usd=view.get("max_budget_usd")))
+    lines = [first]
+    if verb == "interrupted":
+        lines.append(f"signals sent: {', '.join(f'{k} ({v})' for k, v in view['signals'].items())}; the turn has not ended yet.")
+        lines.append(f'Its outcome arrives as a todo; status(name="{name}") shows it meanwhile.')
+    else:
+        if view.get("archived"):
+            lines.append("archived the earlier session(s) of this name: " + ", ".join(view["archived"]))
+        lines.append(
+            f"{verb} in the background. When the turn ends you get a todo with its outcome. "
+            f'status(name="{name}") shows its progress; interrupt(name="{name}") stops it.'
+        )
+    lines.append(f"transcript: {view['transcript']}")
+    return ToolResult(text="\n".join(lines), data=view)
+
+
+def _progress_line(p: dict[str, Any]) -> str:
+    tools = ", ".join(f"{n} x{c}" for n, c in list(p["tools"].items())[:8]) or "none yet"
+    line = f"progress: {p['steps']} step(s), {p['tool_calls']} tool call(s) ({tools}); last event {p['idle_s']:.1f}s ago"
+    if p.get("input_tokens") is not None:
+        line += f"; tokens so far (as claude reported them) in={p['input_tokens']} out={p['output_tokens']}"
+    if p.get("latest_tool"):
+        line += f"\nlatest tool call: {p['latest_tool']}: {p['latest_tool_input']}"
+    return line
+
+
+def render_session(view: dict[str, Any]) -> str:
+    name = view["name"]
+    if view.get("running") and "turn" in view:
+        first = kv(name=name, state=view["state"], running=True, session_id=view["session_id"], turn=view["turn"],
+                   pid=view["pid"], elapsed_s=view["elapsed_s"],
+                   **_known(model=view.get("model"), max_budget_usd=view.get("max_budget_usd")))
+        lines = [first, _progress_line(view["progress"]), f"started_at: {view['started_at']}", f"transcript: {view['transcript']}"]
+        if view.get("turns_done"):
+            lines.append(f"earlier turns: {view['turns_done']}, costing {kv(total_cost_usd=view['total_cost_usd']).split('=', 1)[1]} USD in all "
+                         "(claude reports a turn's cost when it ends)")
+        if view["signals"]:
+            lines.append("signals sent: " + ", ".join(f"{k} ({v})" for k, v in view["signals"].items()))
+        return "\n".join(lines)
+    last = view.get("last_turn") or {}
+    first = kv(name=name, state=view["state"], running=view["running"], session_id=view["session_id"], turns=view["turns"],
+               **_known(pid=view.get("pid"), model=view.get("model")), last_outcome=last.get("outcome"),
+               last_cost_usd=last.get("cost_usd"), total_cost_usd=view["total_cost_usd"], last_duration_s=last.get("duration_s"),
+               **_known(max_budget_usd=last.get("max_budget_usd")))
+    lines = [first, f"updated_at: {view['updated_at']}", f"transcript: {view['transcript']}"]
+    if view.get("started_by"):
+        lines.append(f"running in pid {view['pid']}, {view['started_by']}: continue and start refuse it until it exits")
+    if last.get("detail"):
+        lines.append(f"detail: {last['detail']}")
+    if last.get("exited_without_result"):
+        lines.append("the last turn ended without a result (interrupted, killed or crashed)")
+    result_page = view.get("result_page")
+    if result_page is not None:
+        lines.append(kv(result_offset=result_page["offset"], chars=result_page["chars"], total_chars=result_page["total_chars"],
+                        next_offset=result_page["next_offset"]))
+        lines.append(result_page["text"])
+        lines.append(read_on(name, result_page["next_offset"], result_page["total_chars"]) or "(end of the result)")
+    else:
+        lines += _result_lines(name, last.get("result_text") or "", last.get("result_chars") or 0, last.get("result_next_offset"), "last result")
+    return "\n".join(lines)
+
+
+def _session_line(s: dict[str, Any]) -> str:
+    """One session in a line: a running turn's progress, or a finished session's last outcome."""
+    if s.get("running") and "turn" in s:
+        p = s["progress"]
+        return kv(name=s["name"], state=s["state"], session_id=s["session_id"], turn=s["turn"], elapsed_s=s["elapsed_s"],
+                  steps=p["steps"], tool_calls=p["tool_calls"], idle_s=p["idle_s"])
+    last = s.get("last_turn") or {}
+    return kv(name=s["name"], state=s["state"], session_id=s["session_id"], turns=s["turns"], **_known(pid=s.get("pid")),
+              last_outcome=last.get("outcome"), total_cost_usd=s["total_cost_usd"], updated_at=s["updated_at"])
+
+
+def _wait_facts(wait: dict[str, Any]) -> dict[str, Any]:
+    facts: dict[str, Any] = {"waited_s": wait["waited"]}
+    if wait["capped"]:
+        facts["wait_capped_s"] = f"{wait['seconds']:g}"
+    if wait["skipped"]:
+        facts["wait_skipped"] = "busy"
+    return facts
+
+
+def _busy_note(call: str) -> str:
+    return f"(no inline wait: every wait slot is taken by other calls; {call} tries again)"
+
+
+def render_waited(view: dict[str, Any]) -> str:
+    """`status(name, wait_seconds=N)`: the session as status shows it, then how the wait went and what next."""
+    name, wait = view["name"], view["wait"]
+    again = f'status(name="{name}", wait_seconds=30)'
+    if wait["skipped"]:
+        note = _busy_note(again)
+    elif view.get("running"):
+        note = f"still running after waiting {wait['waited']:.1f}s: {again} waits again; interrupt(name=\"{name}\") stops it"
+    elif wait["ended"]:
+        note = f"the turn ended during the wait ({wait['waited']:.1f}s)"
+    else:
+        note = "not running: nothing to wait for"
+    return render_session(view) + "\n" + kv(**_wait_facts(wait)) + " " + note
+
+
+def render_many(data: dict[str, Any]) -> str:
+    """`status(names=[...])`: a line per session, which ended during the wait, and the call for the rest."""
+    sessions, wait = data["sessions"], data["wait"]
+    running = [s["name"] for s in sessions if s.get("running") and "turn" in s]
+    first = kv(sessions=len(sessions), running=len(running), ended_during_wait=len(wait["ended"]),
+               wait="all" if wait["all"] else "first", **_wait_facts(wait))
+    lines = [first] + [_session_line(s) for s in sessions]
+    if wait["ended"]:
+        lines.append("ended during the wait: " + ", ".join(wait["ended"]) + '; status(name="...") shows one\'s outcome and result')
+    if running:
+        listed = ", ".join(json.dumps(n) for n in running)
+        again = f"status(names=[{listed}], wait_seconds=30{', all=true' if wait['all'] else ''})"
+        lines.append(_busy_note(again) if wait["skipped"] else f"still running: {', '.join(running)}; next: {again} waits for "
+                     + ("every one" if wait["all"] else "the first of them"))
+    else:
+        lines.append("none is running now")
+    return _within(lines, LIST_TEXT_BYTES)
+
+
+def render_list(data: dict[str, Any]) -> str:
+    sessions = data["sessions"]
+    lines = [kv(sessions=len(sessions), running=data["running"], more=data["more"])]
+    lines += [_session_line(s) for s in sessions]
+    if not sessions:
+        lines.append("no sessions yet: start(name, prompt_file) creates one")
+    return _within(lines, LIST_TEXT_BYTES)
+
+
+def _within(lines: list[str], limit: int) -> str:
+    """The first line and as many of the rest as fit in `limit` bytes, then how many were left out."""
+    kept, used = lines[:1], len(lines[0].encode()) + 100  # room for the closing note
+    for line in lines[1:]:
+        used += len(line.encode()) + 1
+        if used > limit:
+            left = len(lines) - len(kept)
+            kept.append(f"... {left} more not shown: status(name=...) shows one session")
+            break
+        kept.append(line)
+    return "\n".join(kept)
