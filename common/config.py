@@ -61,6 +61,11 @@ class ServerSettings:
         5.0, "seconds", "A request (headers and body) must arrive within this long of its first byte, or the "
         "connection is closed: a stalled upload costs one connection for seconds, not the idle timeout."
     )
+    first_request_timeout: float = knob(
+        5.0, "seconds", "A new connection must send its first whole request within this long, or it is closed "
+        "(408 if it had begun one): connections that never send a byte cannot fill --connection-limit. A "
+        "connection whose request is being answered is never idle, however long the answer takes."
+    )
     max_body_bytes: int = knob(1024 * 1024, "bytes", "Largest request body accepted (413 above it).")
     session_ttl: float = knob(3600.0, "seconds", "Idle handshake-era sessions expire after this (Claude Code never sends DELETE).")
     max_sessions: int = knob(1000, "count", "Most handshake-era sessions kept; the least recently used goes first.")
@@ -88,6 +93,8 @@ class ServerSettings:
             raise click.BadParameter("must be > 0 seconds, or every connection is dropped at once", param_hint="--channel-timeout")
         if not self.body_timeout > 0:
             raise click.BadParameter("must be > 0 seconds, or no request can arrive", param_hint="--body-timeout")
+        if not self.first_request_timeout > 0:
+            raise click.BadParameter("must be > 0 seconds, or no request can arrive", param_hint="--first-request-timeout")
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,19 @@
-"""Per-connection guards in waitress's accept loop: who the caller is (its uid), and how long a request may
-take to arrive.
+"""Per-connection guards in waitress's accept loop: who the caller is (its uid), how long a request may take
+to arrive, and room for a new caller when idle connections crowd the connection limit.
 
 - Caller uid: checked once per connection, right after accept and before any byte of the request is read
   (common/peer_uid.py reads it from the kernel's socket table). A local caller whose uid is not allowed gets
   403 and the connection is closed; what it sent is never parsed. A client that is not on this machine has no
   row there: it is let through to the bearer token, which a daemon listening beyond loopback always requires.
-- Request deadline: a request whose headers and body have not all arrived `body_timeout` seconds after its
+- Request deadlines: a request whose headers and body have not all arrived `body_timeout` seconds after its
   first byte is cut off (408): waitress would otherwise hold a stalled chunked upload until its idle timeout
-  (120 s), so a few hundred of them would lock the agent out.
+  (120 s), so a few hundred of them would lock the agent out. A new connection must bring its first whole
+  request within `first_request_timeout` of being accepted, for the same reason: about 200 connections that
+  never sent a byte filled the limit and every caller waited 120 s (issue 25). A connection whose request is
+  being served (a 30 s inline wait, a streamed answer) is never idle.
+- Room near the limit: when a new connection brings the count within ROOM of `--connection-limit`, the idle
+  connections that waited longest are closed (those that never sent a request first), so a caller is let in
+  at once instead of waiting in the backlog for a deadline. Only idle ones: nothing partly read or answered.
 """
 
 from __future__ import annotations
@@ -30,6 +36,10 @@ log = logging.getLogger(__name__)
 
 # How often waitress looks for expired requests (its cleanup_interval, seconds): the deadline's resolution.
 SWEEP_SECONDS = 1
+# Connections kept free below --connection-limit (waitress stops accepting at the limit): a tenth of it.
+ROOM_FRACTION = 0.1
+# Closing idle connections is logged at once, then at most once in this many seconds, with the count.
+LOG_EVERY = 60.0
 
 
 def allowed_uids(settings: ServerSettings) -> frozenset[int]:
@@ -57,6 +67,13 @@ def _plain_response(status: str, text: str) -> bytes:
 class ConnectionPolicy:
     uids: frozenset[int]
     body_timeout: float
+    first_request_timeout: float = 5.0
+    connection_limit: int = 200
+
+    @property
+    def crowded_at(self) -> int:
+        """Open sockets (waitress's map: listener, trigger, connections) from which idle connections make room."""
+        return self.connection_limit - max(1, int(self.connection_limit * ROOM_FRACTION))
 
     def refusal(self, sock) -> bytes | None:
         """The 403 answer for a connection whose caller is not allowed, or None to serve it."""
@@ -82,16 +99,35 @@ class ConnectionPolicy:
 
 
 class GuardedChannel(HTTPChannel):
-    """waitress's HTTP channel with the caller check at creation and a deadline on each request's arrival."""
+    """waitress's HTTP channel with the caller check at creation, a deadline on each request's arrival and on
+    a new connection's first request, and room made for it near the connection limit."""
 
     def __init__(self, server, sock, addr, adj, map=None):
         super().__init__(server, sock, addr, adj, map)
         policy: ConnectionPolicy = server.hive_policy
         self.refused = policy.refusal(sock)
+        self.accepted_at = time.monotonic()
         # Monotonic time the request now being read began to arrive (None: none is partly read). A refused
         # connection is on the clock from the start, so one that never sends anything is closed soon too.
-        self.request_began: float | None = time.monotonic() if self.refused else None
+        self.request_began: float | None = self.accepted_at if self.refused else None
         self._timed_request = None
+        self.served = False  # a whole request has reached a request thread: no longer a new connection
+        if len(server._map) >= policy.crowded_at:
+            make_room(server, self)
+
+    def service(self):
+        self.served = True  # before the request leaves self.requests: the sweeps never see it idle and new
+        return super().service()
+
+    def idle(self) -> bool:
+        """Nothing partly read, being answered or waiting to be sent, and not closing already."""
+        return not (self.requests or self.request is not None or self.total_outbufs_len or self.will_close
+                    or self.close_when_flushed)
+
+    def close_idle(self) -> None:
+        """Close an idle connection (the next turn of the serving loop does): no request of it is lost."""
+        self.request_began = None
+        self.will_close = True
 
     def received(self, data):
         if self.refused is not None:
@@ -118,21 +154,77 @@ class GuardedChannel(HTTPChannel):
         if self.refused is None:
             log.warning("closing a connection from %s:%s: its request did not arrive within %gs (--body-timeout)",
                         self.addr[0], self.addr[1], self.server.hive_policy.body_timeout)
+        self._refuse(_plain_response("408 Request Timeout", "Request Timeout: the request did not arrive within "
+                                     f"{self.server.hive_policy.body_timeout:g}s"))
+
+    def expire_first(self) -> None:
+        """No whole first request within --first-request-timeout: closed, with a 408 if one had begun."""
+        if self.request is None:
+            self.close_idle()
+            return
+        self.request_began = None
+        self._refuse(_plain_response("408 Request Timeout", "Request Timeout: the first request did not arrive "
+                                     f"within {self.server.hive_policy.first_request_timeout:g}s of connecting"))
+
+    def _refuse(self, response: bytes) -> None:
         if self.requests or self.will_close or self.close_when_flushed:
             self.will_close = True
             return
-        self._answer_and_close(self.refused or _plain_response(
-            "408 Request Timeout", f"Request Timeout: the request did not arrive within {self.server.hive_policy.body_timeout:g}s"))
+        self._answer_and_close(self.refused or response)
+
+
+class _Tally:
+    """Closings of one kind, logged at once and then at most every LOG_EVERY seconds (hundreds can come at
+    once: a line each would flood the journal)."""
+
+    def __init__(self, message: str):
+        self.message, self.count, self.next_log = message, 0, 0.0
+
+    def add(self, count: int, now: float) -> None:
+        self.count += count
+        self.flush(now)
+
+    def flush(self, now: float) -> None:
+        if self.count and now >= self.next_log:
+            log.warning(self.message, self.count)
+            self.count, self.next_log = 0, now + LOG_EVERY
+
+
+def _channels(server) -> list[GuardedChannel]:
+    return [c for c in server._map.values() if isinstance(c, GuardedChannel)]
+
+
+def make_room(server, newcomer: GuardedChannel) -> None:
+    """Close the idle connections that waited longest (never served first) until the open sockets are below
+    the policy's crowded_at again; called as a connection is accepted, so the newcomer itself is spared."""
+    channels = _channels(server)
+    closing = sum(1 for c in channels if c.will_close or c.close_when_flushed)
+    excess = len(server._map) - closing - server.hive_policy.crowded_at + 1
+    if excess <= 0:
+        return
+    idle = sorted((c for c in channels if c is not newcomer and c.idle()),
+                  key=lambda c: (c.served, c.refused is None, c.last_activity))
+    for channel in idle[:excess]:
+        channel.close_idle()
+    server.hive_tallies["room"].add(min(excess, len(idle)), time.monotonic())
 
 
 def _sweep(server: TcpWSGIServer, original_maintenance):
     def maintenance(now: float) -> None:
         original_maintenance(now)
-        cutoff = time.monotonic() - server.hive_policy.body_timeout
+        policy, clock = server.hive_policy, time.monotonic()
+        cutoff, first_cutoff, silent = clock - policy.body_timeout, clock - policy.first_request_timeout, 0
         for channel in list(server.active_channels.values()):
-            began = getattr(channel, "request_began", None)
-            if began is not None and began < cutoff:
+            if not isinstance(channel, GuardedChannel):
+                continue
+            if (not channel.served and channel.refused is None and channel.accepted_at < first_cutoff
+                    and not channel.requests and not (channel.will_close or channel.close_when_flushed)):
+                channel.expire_first()
+                silent += 1
+            elif channel.request_began is not None and channel.request_began < cutoff:
                 channel.expire()
+        server.hive_tallies["first"].add(silent, clock)
+        server.hive_tallies["room"].flush(clock)
 
     return maintenance
 
@@ -144,5 +236,10 @@ def install(server, policy: ConnectionPolicy) -> None:
         s for s in server.map.values() if isinstance(s, TcpWSGIServer)]
     for listener in listeners:
         listener.hive_policy = policy
+        listener.hive_tallies = {
+            "first": _Tally(f"%d connection(s) sent no whole request within {policy.first_request_timeout:g}s of "
+                            "connecting: closed (--first-request-timeout)"),
+            "room": _Tally(f"%d idle connection(s) closed to make room: the connection limit "
+                           f"({policy.connection_limit}) was near (--connection-limit)")}
         listener.channel_class = GuardedChannel
         listener.maintenance = _sweep(listener, listener.maintenance)

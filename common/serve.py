@@ -147,7 +147,8 @@ def _create_server(app, settings: ServerSettings):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # send_bytes: see SEND_BYTES
         server = _create_waitress(app, settings)
-    install_connection_guard(server, ConnectionPolicy(allowed_uids(settings), settings.body_timeout))
+    install_connection_guard(server, ConnectionPolicy(allowed_uids(settings), settings.body_timeout,
+                                                      settings.first_request_timeout, settings.connection_limit))
     return server
 
 
@@ -166,7 +167,7 @@ def _create_waitress(app, settings: ServerSettings):
         # environ["waitress.client_disconnected"] (the bash engine then leaves the result as a todo).
         channel_request_lookahead=1,
         send_bytes=SEND_BYTES,
-        cleanup_interval=SWEEP_SECONDS,  # how often a request past --body-timeout is looked for
+        cleanup_interval=SWEEP_SECONDS,  # how often a request past --body-timeout (or a silent connection) is looked for
     )
 
 
