@@ -31,6 +31,7 @@ from waitress.server import TcpWSGIServer
 from common.config import ServerSettings
 from common.http_guard import is_loopback_address
 from common.peer_uid import PeerUnknown, peer_uid
+from common.stream_channel import StreamingChannel
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +99,10 @@ class ConnectionPolicy:
                                                 "(its operator can allow it with --allow-uid)")
 
 
-class GuardedChannel(HTTPChannel):
+class GuardedChannel(StreamingChannel, HTTPChannel):
     """waitress's HTTP channel with the caller check at creation, a deadline on each request's arrival and on
-    a new connection's first request, and room made for it near the connection limit."""
+    a new connection's first request, and room made for it near the connection limit (and, from
+    StreamingChannel, the hooks of a streamed answer)."""
 
     def __init__(self, server, sock, addr, adj, map=None):
         super().__init__(server, sock, addr, adj, map)

@@ -3,7 +3,9 @@
 Routing follows the official SDK (`mcp/server/streamable_http_manager.py`): a request whose
 `MCP-Protocol-Version` header names a version outside the handshake set goes to the stateless 2026-07-28
 path; no header or a handshake version goes to the `initialize`/`Mcp-Session-Id` path. Every answer is one
-JSON body: we never hold a response open as a stream, so no worker thread is pinned by a client.
+JSON body, but for a tools/call that asked for progress (a `progressToken`, text/event-stream accepted) and
+has some to tell: that one is an SSE stream of its notifications, then its response (common/event_stream.py).
+No stream outlives its call, so no request thread is pinned by a client for longer than the call's wait.
 
 The methods themselves are common/mcp_methods.py. Message shapes are validated and serialised with the `mcp`
 package's own types (`mcp_types`), and the 2026 request ladder (envelope, header/body agreement, version) is
@@ -16,6 +18,7 @@ import logging
 from typing import Any, Callable
 
 import mcp_types
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
     InboundLadderRejection,
@@ -39,8 +42,9 @@ from common import after_answer
 from common.config import ServerSettings
 from common.http_guard import Guard, read_token_file
 from common.mcp_methods import McpMethods, RpcError, error_body, first_error
-from common.mcp_sessions import SessionTable
-from common.tools import ToolRegistry, never_gone
+from common.event_stream import StreamedCall
+from common.mcp_sessions import Session, SessionTable
+from common.tools import ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +140,7 @@ class McpApp:
     def _answer(self, environ, start_response):
         request = McpRequest(environ)
         request.max_content_length = self.settings.max_body_bytes
+        request.start_response = start_response  # a streamed answer starts before the route returns
         try:
             response = self._route(request)
         except Exception:  # never a 500 page with a traceback; the operator gets it in the log
@@ -163,9 +168,16 @@ class McpApp:
         return self._handshake(request, version)
 
     @staticmethod
-    def _client_gone(request: McpRequest) -> Callable[[], bool]:
-        """waitress offers this when it reads ahead on the connection (channel_request_lookahead > 0)."""
-        return request.environ.get("waitress.client_disconnected") or never_gone
+    def _streamed_call(request: McpRequest, body: dict, version: str) -> StreamedCall | None:
+        """The link of a tools/call to its client (cancellation, progress); None for any other method."""
+        if body.get("method") != "tools/call" or "id" not in body:
+            return None
+        return StreamedCall(request.environ, request.start_response, body.get("params"), version, request.header("Accept"))
+
+    @staticmethod
+    def _answered(call: StreamedCall | None, reply: dict, plain: Callable[[], Answer]) -> Answer:
+        """`plain()`, or the end of the call's stream when it streamed (common/event_stream.py)."""
+        return plain() if call is None else call.answer(reply, plain)
 
     def _read_json(self, request: McpRequest) -> Any:
         """The decoded body, or RpcError(PARSE_ERROR) / 413 as a RequestEntityTooLarge."""
@@ -225,15 +237,16 @@ class McpApp:
         if isinstance(verdict, InboundLadderRejection):
             return self._modern_error(request_id, RpcError(verdict.code, verdict.message, verdict.data))
         version = verdict.protocol_version
+        call = self._streamed_call(request, body, version)
         try:
-            result = self.methods.dispatch(body["method"], body.get("params"), version, modern=True,
-                                    client_gone=self._client_gone(request))
+            result = self.methods.dispatch(body["method"], body.get("params"), version, modern=True, call=call)
             result.setdefault("resultType", "complete")
             result = self.methods.serialise(body["method"], version, result)
         except RpcError as err:
-            return self._modern_error(request_id, err)
+            return self._answered(call, error_body(request_id, err), lambda: self._modern_error(request_id, err))
         result.setdefault("_meta", {})[mcp_types.SERVER_INFO_META_KEY] = self.server_info
-        return JsonAnswer({"jsonrpc": "2.0", "id": request_id, "result": result})
+        reply = {"jsonrpc": "2.0", "id": request_id, "result": result}
+        return self._answered(call, reply, lambda: JsonAnswer(reply))
 
     def _modern_notification(self, request: McpRequest, body: dict) -> Answer:
         """Acknowledge and drop (202): the 2026 wire defines no client notifications a server acts on."""
@@ -272,12 +285,14 @@ class McpApp:
             if version != BATCH_VERSION:
                 err = RpcError(INVALID_REQUEST, f"Invalid request: JSON-RPC batches exist only in protocol version {BATCH_VERSION}, not {version}")
                 return JsonAnswer(error_body(None, err), 400)
-            return self._batch(body, session.protocol_version)
-        reply = self._handshake_message(body, session.protocol_version, client_gone=self._client_gone(request))
+            return self._batch(body, session)
+        call = self._streamed_call(request, body, session.protocol_version) if isinstance(body, dict) else None
+        with self.sessions.tracking(session, body.get("id") if call else None, call):
+            reply = self._handshake_message(body, session.protocol_version, session=session, call=call)
         if reply is None:
             return Response(status=202)
         status = 400 if "error" in reply and reply["error"]["code"] in (PARSE_ERROR, INVALID_REQUEST) else 200
-        return JsonAnswer(reply, status)
+        return self._answered(call, reply, lambda: JsonAnswer(reply, status))
 
     def _initialize(self, body: dict) -> Answer:
         request_id = body.get("id")
@@ -306,20 +321,23 @@ class McpApp:
             return _plain(404, "Not Found: unknown or expired session")
         return Response(status=204)
 
-    def _batch(self, items: list, version: str) -> Answer:
+    def _batch(self, items: list, session: Session) -> Answer:
         if not items:
             return JsonAnswer(error_body(None, RpcError(INVALID_REQUEST, "Invalid request: empty batch")), 400)
-        replies = [r for r in (self._handshake_message(item, version, in_batch=True) for item in items) if r is not None]
+        replies = [r for r in (self._handshake_message(item, session.protocol_version, in_batch=True, session=session)
+                               for item in items) if r is not None]
         return JsonAnswer(replies) if replies else Response(status=202)
 
-    def _handshake_message(self, message: Any, version: str, in_batch: bool = False,
-                           client_gone: Callable[[], bool] = never_gone) -> dict | None:
+    def _handshake_message(self, message: Any, version: str, in_batch: bool = False, session: Session | None = None,
+                           call: StreamedCall | None = None) -> dict | None:
         """Answer one JSON-RPC message; None for notifications and client responses (202)."""
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             return error_body(None, RpcError(INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message"))
         if "method" not in message:
             return None  # a response to a server request; we send none, so there is nothing to match it to
         if "id" not in message:
+            if message.get("method") == "notifications/cancelled" and session is not None:
+                self.sessions.cancel(session, cancelled_request_id_from_params(message.get("params")))
             return None  # notification (notifications/initialized, cancelled, ...): accepted
         request_id = message["id"]
         method = message.get("method")
@@ -329,7 +347,7 @@ class McpApp:
             reason = "initialize may not be batched" if in_batch else "the session is already initialized"
             return error_body(request_id, RpcError(INVALID_REQUEST, f"Invalid request: {reason}"))
         try:
-            result = self.methods.dispatch(method, message.get("params"), version, modern=False, client_gone=client_gone)
+            result = self.methods.dispatch(method, message.get("params"), version, modern=False, call=call)
             result = self.methods.serialise(method, version, result)
         except RpcError as err:
             return error_body(request_id, err)

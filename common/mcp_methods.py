@@ -6,14 +6,14 @@ are shaped and checked with the `mcp` package's own per-version types.
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from mcp_types import methods as mcp_methods
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from common.tools import CallContext, ToolArgumentsError, ToolRegistry, ToolResult, UnknownTool, never_gone
+from common.tools import CallContext, ToolArgumentsError, ToolRegistry, ToolResult, UnknownTool
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +50,8 @@ class McpMethods:
     def __init__(self, registry: ToolRegistry):
         self.registry = registry
 
-    def dispatch(self, method: str, params: Any, version: str, modern: bool,
-                 client_gone: Callable[[], bool] = never_gone) -> dict:
+    def dispatch(self, method: str, params: Any, version: str, modern: bool, call: Any = None) -> dict:
+        """One method's result; `call` (common/event_stream.StreamedCall) links a tools/call to its client."""
         if params is not None and not isinstance(params, dict):
             raise RpcError(INVALID_PARAMS, "Invalid params: params must be an object")
         params = params or {}
@@ -61,7 +61,7 @@ class McpMethods:
                 result.update(ttlMs=TOOL_LIST_TTL_MS, cacheScope="public")
             return result
         if method == "tools/call":
-            return self._call_tool(params, version, client_gone)
+            return self._call_tool(params, version, call)
         if method == "ping" and not modern:
             return {}
         if method == "server/discover" and modern:
@@ -73,13 +73,13 @@ class McpMethods:
             }
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", data=method)
 
-    def _call_tool(self, params: dict, version: str, client_gone: Callable[[], bool]) -> dict:
+    def _call_tool(self, params: dict, version: str, call: Any) -> dict:
         name = params.get("name")
         if not isinstance(name, str):
             raise RpcError(INVALID_PARAMS, "Invalid params: name must be a string (the tool to call)")
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
         ctx = CallContext(structured=meta.get(STRUCTURED_META_KEY) is True, protocol_version=version,
-                          client_gone=client_gone, operator=meta.get(OPERATOR_META_KEY) is True)
+                          operator=meta.get(OPERATOR_META_KEY) is True, **_linked(call))
         try:
             result = self.registry.call(name, params.get("arguments"), ctx)
         except UnknownTool:
@@ -128,6 +128,13 @@ def is_plain_tool_result(result: dict, version: str) -> bool:
             and type(result.get("structuredContent", {})) is dict
             and all(type(c) is dict and c.keys() == {"type", "text"} and c["type"] == "text" and type(c["text"]) is str
                     for c in content))
+
+
+def _linked(call: Any) -> dict[str, Any]:
+    """The CallContext fields of a call's link to its client (none for an in-process call)."""
+    if call is None:
+        return {}
+    return {"client_gone": call.client_gone, "cancel": call.cancel, "progress": call.progress}
 
 
 def first_error(exc: ValidationError) -> str:

@@ -9,8 +9,9 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
 
 
 @dataclass
@@ -18,6 +19,8 @@ class Session:
     id: str
     protocol_version: str
     last_used: float
+    # The session's tools/calls in flight, by request id, for `notifications/cancelled` (guarded by the table's lock).
+    calls: dict = field(default_factory=dict)
 
 
 class SessionTable:
@@ -50,6 +53,30 @@ class SessionTable:
     def end(self, session_id: str) -> bool:
         with self._lock:
             return self._sessions.pop(session_id, None) is not None
+
+    @contextmanager
+    def tracking(self, session: Session, request_id: Any, call: Any) -> Iterator[None]:
+        """While inside, `notifications/cancelled` naming `request_id` in `session` fires `call.cancel`."""
+        if call is None:
+            yield
+            return
+        with self._lock:
+            session.calls[request_id] = call.cancel
+        try:
+            yield
+        finally:
+            with self._lock:
+                if session.calls.get(request_id) is call.cancel:
+                    del session.calls[request_id]
+
+    def cancel(self, session: Session, request_id: Any) -> bool:
+        """The client cancelled one of its requests: end its wait if it is still in flight."""
+        with self._lock:
+            cancel = session.calls.get(request_id) if request_id is not None else None
+        if cancel is None:
+            return False
+        cancel.fire()
+        return True
 
     def __len__(self) -> int:
         with self._lock:

@@ -14,6 +14,7 @@ import jsonschema
 from jsonschema import Draft202012Validator
 from jsonschema.validators import extend
 
+from common.call_progress import NO_PROGRESS, Cancellation
 from common.quick_check import compile_quick_check
 
 log = logging.getLogger(__name__)
@@ -49,15 +50,19 @@ def closed_object(properties: dict[str, Any], required: tuple[str, ...] = ()) ->
 class CallContext:
     """What a handler may want to know about the call beyond its arguments.
 
-    `client_gone()` tells, without blocking, whether the client has hung up (an inline wait whose caller is
-    gone must still leave the result where the agent will find it). `operator` marks a call from an
-    operator's CLI rather than the agent: it must not count as the agent having seen anything."""
+    `client_gone()` tells, without blocking, whether the client has hung up or cancelled the call (an inline
+    wait whose caller is gone must still leave the result where the agent will find it). `cancel` is fired
+    by that hang-up or cancel, so a wait that registers with it ends at once; `progress` reports to a client
+    that asked for progress (common/call_progress.py). `operator` marks a call from an operator's CLI rather
+    than the agent: it must not count as the agent having seen anything."""
 
     structured: bool = False
     protocol_version: str | None = None
     session_id: str | None = None
     client_gone: Callable[[], bool] = never_gone
     operator: bool = False
+    cancel: Cancellation = field(default_factory=Cancellation)
+    progress: Any = NO_PROGRESS
 
 
 @dataclass

@@ -1,18 +1,22 @@
 """A test-only daemon: the real transport and serving code with a small tool set that exercises every path."""
 
+import json
 import logging
 import sys
 import threading
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import click  # noqa: E402
 
+from common.call_progress import paced_wait  # noqa: E402
 from common.config import ServerSettings, click_options, settings_from_options  # noqa: E402
 from common.mcp_http import McpApp  # noqa: E402
 from common.serve import serve_daemon  # noqa: E402
 from common.tools import Tool, ToolError, ToolRegistry, ToolResult  # noqa: E402
+from common.waiting import wait_for  # noqa: E402
 
 ECHO_SCHEMA = {
     "type": "object",
@@ -49,12 +53,53 @@ def unblock(args, ctx):
     return ToolResult(text="ok", data={})
 
 
+def tick(args, ctx):
+    """Report `count` progress notifications `gap` seconds apart (the transport's streamed answer), then answer."""
+    count, gap, sent = args.get("count", 3), args.get("gap", 0.05), 0
+    for i in range(count):
+        if ctx.cancel.fired:
+            break
+        ctx.progress.report(i + 1, count, f"tick {i + 1} of {count}")
+        sent += 1
+        threading.Event().wait(gap)
+    return ToolResult(text=f"ticked={sent}", data={"ticked": sent})
+
+
+held_calls: list[dict] = []
+held_changed = threading.Condition()
+
+
+def hold(args, ctx):
+    """Wait `seconds` through common.call_progress.paced_wait (progress every heartbeat), unless cancelled."""
+    start = time.monotonic()
+    paced_wait(held_changed, lambda: False, float(args.get("seconds", 10)), ctx.progress, ctx.cancel,
+               news=time.monotonic, message=lambda waited: f"held {waited:.1f} s")  # always news: one a second
+    with held_changed:
+        held_calls.append({"cancelled": ctx.cancel.fired, "gone": ctx.client_gone(), "held_s": time.monotonic() - start})
+        held_changed.notify_all()
+    return ToolResult(text=f"held cancelled={ctx.cancel.fired}", data={})
+
+
+def holds(args, ctx):
+    """The calls of hold that ended (waiting up to `wait` seconds for at least `count` of them)."""
+    with held_changed:
+        wait_for(held_changed, lambda: len(held_calls) >= args.get("count", 0), float(args.get("wait", 0)))
+        return ToolResult(text=json.dumps(held_calls), data={"holds": list(held_calls)})
+
+
 TOOLS = [
     Tool("echo", "Echo the text back, optionally repeated.", ECHO_SCHEMA, echo),
     Tool("refuse", "Always fails with an expected error.", EMPTY, refuse),
     Tool("crash", "Always raises an unexpected exception.", EMPTY, crash),
     Tool("block", "Wait until unblock is called.", {"type": "object", "properties": {"seconds": {"type": "number", "minimum": 0}}, "additionalProperties": False}, block),
     Tool("unblock", "Release a blocked call.", EMPTY, unblock),
+    Tool("tick", "Report progress count times, gap seconds apart.", {"type": "object", "properties": {
+        "count": {"type": "integer", "minimum": 0, "maximum": 20}, "gap": {"type": "number", "minimum": 0, "maximum": 2}},
+        "additionalProperties": False}, tick),
+    Tool("hold", "Wait until cancelled (or seconds), reporting progress.", {"type": "object", "properties": {
+        "seconds": {"type": "number", "minimum": 0, "maximum": 30}}, "additionalProperties": False}, hold),
+    Tool("holds", "The hold calls that ended.", {"type": "object", "properties": {
+        "wait": {"type": "number", "minimum": 0, "maximum": 30}, "count": {"type": "integer", "minimum": 0}}, "additionalProperties": False}, holds),
 ]
 
 

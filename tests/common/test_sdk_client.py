@@ -22,7 +22,7 @@ async def _session(url, mode):
 def test_official_python_client(echo_daemon, mode, version):
     negotiated, tools, ok, bad, unknown_error = anyio.run(_session, echo_daemon.url, mode)
     assert negotiated == version
-    assert [t.name for t in tools.tools] == ["echo", "refuse", "crash", "block", "unblock"]
+    assert [t.name for t in tools.tools] == ["echo", "refuse", "crash", "block", "unblock", "tick", "hold", "holds"]
     assert tools.tools[0].input_schema["required"] == ["text"]
     assert ok.is_error is False and ok.content[0].text == "echo=hihihi"
     assert ok.structured_content is None

@@ -31,7 +31,7 @@ def test_ts_client_connects_and_lists_tools(ts_run):
     assert ts_run["protocolVersion"] == "2025-11-25"
     assert ts_run["serverInfo"] == {"name": "echo-test", "version": "0.1.0"}
     assert ts_run["capabilities"] == {"tools": {"listChanged": False}}
-    assert [t["name"] for t in ts_run["tools"]] == ["echo", "refuse", "crash", "block", "unblock"]
+    assert [t["name"] for t in ts_run["tools"]] == ["echo", "refuse", "crash", "block", "unblock", "tick", "hold", "holds"]
     assert ts_run["tools"][0]["inputSchema"]["required"] == ["text"]
     assert ts_run["errors"] == [], "the SDK reported transport errors"
 
