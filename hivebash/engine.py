@@ -42,9 +42,11 @@ from .lifecycle import Lifecycle
 from .process_ops import LinuxProcessOps, ProcessOps
 from .reaper import OrphanReaper
 from .runner import Launcher
+from .send import Sender, SendOutcome, prompt_watches
 from .spares import SpareFiles
 from .store import RecordWriter, TaskStore, record_of
 from .task import Task
+from .task_input import NULL, check_stdin
 from .todo_rules import TodoRules
 from .views import KillOutcome, ManyOutcome, Outcome, TaskView
 from .workers import WorkerPool
@@ -90,6 +92,7 @@ class Engine:
                              subreaper, self.ops)
         self.answers = Answers(self.tasks_changed, self.table, self.todo_rules, self.store, self.ops, self.slots,
                                self.notices, settings.tail_bytes)
+        self.sender = Sender(self.tasks_changed, self.table, self.answers, self.todo_rules, self.slots, wait_cap)
         self.spares = SpareFiles(self.store)
         self.retention = retention.Retention(settings, self.tasks_changed, self.table, self.todo_rules, self.records)
         self.housekeeper = retention.Housekeeper(self._wake, self.reaper, subreaper, self._our_markers,
@@ -155,12 +158,13 @@ class Engine:
 
     def run(self, cmd: str, timeout_secs: float | None = None, wait_seconds: float | None = None,
             name: str | None = None, cwd: str | None = None, client_gone: Callable[[], bool] = never_gone,
-            wait_for: str | None = None) -> Outcome:
+            wait_for: str | None = None, stdin: str | None = None) -> Outcome:
         """Submit `bash -c cmd`; wait inline up to the capped window (or until a line of its output matches
         `wait_for`); see todo_rules.py for todos. `client_gone()` says whether the caller hung up during the
-        wait (then the result becomes a todo)."""
+        wait (then the result becomes a todo). `stdin`: "null", "pipe" or "tty" (task_input.py)."""
         req = check_run(cmd, timeout_secs, wait_seconds, cwd, self.default_cwd, self.wait_cap)
         check_wait_for(wait_for)
+        kind = check_stdin(stdin)
         if name is not None:
             check_name_argument(name)
             self.spares.drop(name)
@@ -175,7 +179,7 @@ class Engine:
             task_id = self._claim_id_locked(name, candidate)
             self.table.seq += 1
             task = Task(id=task_id, cmd=req.cmd, cwd=req.cwd, marker=f"{task_id}:{nonce}",
-                        seq=self.table.seq, submitted_at=time.time(), timeout_secs=req.timeout_secs)
+                        seq=self.table.seq, submitted_at=time.time(), timeout_secs=req.timeout_secs, stdin=kind)
             self.table.reserve_locked(task)  # the id is taken; no worker can see the task yet
         outputs = self.lifecycle.write_pending(task, spare)
         after_answer(self._make_spare)  # the files of a later run, made once this one's answer is sent
@@ -203,7 +207,8 @@ class Engine:
             if entry.spawn_waiters:
                 self._await_spawn(entry)
             return Outcome(self.answers.view(task_id, shows=True), window, 0.0, notices=self.notices)
-        watches = inline_wait.watches_for([entry], self.answers.sources, wait_for, from_start=True) if wait_for else []
+        watches = (inline_wait.watches_for([entry], self.answers.sources, wait_for, from_start=True) if kind == NULL
+                   else prompt_watches(entry, self.sender.sources(entry), wait_for, from_start=True)) if wait_for else []
         return self.answers.wait([entry], window, from_run=True, client_gone=client_gone, watches=watches, wait_for=wait_for)
 
     def _new_id(self) -> str:
@@ -276,7 +281,7 @@ class Engine:
                     self.todo_rules.hand_over_locked(entry, client_gone)
         shows = ids is None and not operator  # the answer shows the agent this task's output
         if registered:
-            watches = inline_wait.watches_for(entries, self.answers.sources, wait_for, from_start=False) if wait_for else []
+            watches = self._watches(entries, wait_for) if wait_for else []
             outcome = self.answers.wait(entries, window, from_run=False, client_gone=client_gone, watches=watches,
                                  wait_for=wait_for, operator=operator, view=view, shows=shows)
         else:
@@ -285,6 +290,25 @@ class Engine:
         if ids is None:
             return outcome
         return ManyOutcome([self.answers.view(e.id, None, shows=False) for e in entries], outcome)
+
+    def _watches(self, entries: list[TaskEntry], wait_for: str) -> list:
+        """`wait_for` of a status: from the files' ends; a task that takes input also by its unfinished last
+        line (a prompt)."""
+        plain = [e for e in entries if e.task.stdin == NULL]
+        watches = inline_wait.watches_for(plain, self.answers.sources, wait_for, from_start=False)
+        for e in entries:
+            if e.task.stdin != NULL:
+                watches += prompt_watches(e, self.sender.sources(e), wait_for, from_start=False)
+        return watches
+
+    # ----- send ------------------------------------------------------------------------------------------------
+
+    def send(self, task_id: str, text: str | None = None, keys: list[str] | None = None, enter: bool | None = None,
+             eof: bool | None = None, wait_seconds: float | None = None, wait_for: str | None = None,
+             client_gone: Callable[[], bool] = never_gone, operator: bool = False) -> SendOutcome:
+        """Write to a running task's input, then wait a moment for what it prints (send.py). An operator's send
+        clears no todo and moves no new_only cursor."""
+        return self.sender.send(task_id, text, keys, enter, eof, wait_seconds, wait_for, client_gone, operator)
 
     # ----- kill -----------------------------------------------------------------------------------------------
 

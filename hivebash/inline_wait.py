@@ -28,8 +28,10 @@ def watches_for(entries: list[TaskEntry], paths: Callable[[str], list[ov.Source]
 
 
 def wait_any(cond: threading.Condition, entries: list[TaskEntry], seconds: float, clock: Callable[[], float],
-             watches: list[tuple[str, ov.Watch]]) -> tuple[ov.Line | None, str | None]:
-    """Wait (called without the lock); returns the matching line and its task's id, or (None, None)."""
+             watches: list[tuple[str, ov.Watch]], first_recheck: float = WATCH_RECHECK_FIRST
+             ) -> tuple[ov.Line | None, str | None]:
+    """Wait (called without the lock); returns the matching line and its task's id, or (None, None).
+    `first_recheck`: the first look at the files' growth (send's is sooner: an echo comes in a millisecond)."""
     def ended() -> bool:
         return any(e.ended_and_recorded for e in entries)
 
@@ -38,7 +40,7 @@ def wait_any(cond: threading.Condition, entries: list[TaskEntry], seconds: float
             wait_for(cond, ended, seconds, clock)
         return None, None
     deadline = clock() + seconds
-    recheck = WATCH_RECHECK_FIRST
+    recheck = first_recheck
     while True:
         found = _first_match(watches, final=False)
         if found[0] is not None:

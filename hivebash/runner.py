@@ -33,6 +33,7 @@ from .reaper import OrphanReaper
 from .sweep import TaskProcesses
 from .store import TaskStore
 from .task import Rusage, Task
+from .task_input import NULL, Stdio, TaskInput
 from .workers import WorkerPool
 
 log = logging.getLogger(__name__)
@@ -136,6 +137,7 @@ class TaskRunner:
         self._broken: str | None = None  # why the task, spawned, cannot be supervised (it is stopped)
         self._started = 0.0  # monotonic time of the spawn
         self._ended = False  # the hooks were told how the task ended: a later failure must not end it again
+        self.input: TaskInput | None = None  # what `send` writes to (a pipe or tty task), set before on_spawned
 
     def start(self) -> None:
         """Called once, by whoever took the task from the queue, after it released the engine's lock: the
@@ -228,6 +230,7 @@ class TaskRunner:
             except ChildProcessError:
                 pass
         self.reaper.drop_leader(proc.pid)
+        self._end_input()
         self._ended = True
         self.hooks.on_ended(task, status, rusage, time.monotonic() - (task.started_mono or self._started), [],
                             failure=reason)
@@ -243,22 +246,31 @@ class TaskRunner:
         except OSError as exc:
             self._failure = f"cannot open the output files: {exc}"
             return None
+        stdio = None
         try:
+            stdin, stdout, stderr = launcher.devnull, out, err
+            if task.stdin != NULL:  # a pipe or a terminal (task_input.py); /dev/null costs nothing more
+                stdio = Stdio(task.stdin, launcher.devnull, out, err)
+                stdin, stdout, stderr, env = stdio.stdin, stdio.stdout, stdio.stderr, stdio.environment(env)
             self.reaper.begin_spawn()
             proc = None
             try:
                 proc = self._proc = self.ops.spawn(["bash", "-c", task.cmd], executable=launcher.bash,
-                                                   stdin=launcher.devnull, stdout=out, stderr=err, cwd=task.cwd,
-                                                   env=env)
+                                                   stdin=stdin, stdout=stdout, stderr=stderr, cwd=task.cwd, env=env)
             finally:
                 self.reaper.end_spawn(proc.pid if proc is not None else None, task.marker)
             self._started = time.monotonic()
         except OSError as exc:
+            if stdio is not None:
+                stdio.failed()
             self._failure = f"cannot start bash: {exc}"
             return None
         finally:
             os.close(out)
             os.close(err)
+        if stdio is not None:  # (a failure here is the worker's: it stops the task, see `start`)
+            self.input = stdio.input
+            stdio.spawned(task.id)
         # The leader stays our unreaped child until `_supervise` has swept its group, so its pid names it:
         # no start time is read (it would cost a psutil read of /proc/<pid>/stat and /proc/stat on every task).
         return proc
@@ -282,8 +294,18 @@ class TaskRunner:
         rusage = Rusage(usage.ru_utime, usage.ru_stime, peak, max_rss_exact=_above_daemon_peak(peak))
         if not stopping:
             leftovers = self._survivors(exited_at)
+        self._end_input()
         self._ended = True
         self.hooks.on_ended(task, status, rusage, exited_at - (task.started_mono or exited_at), leftovers)
+
+    def _end_input(self) -> None:
+        """The input is closed when the task ends, before its end is recorded (a tty's last output is in its
+        file by then)."""
+        if self.input is not None:
+            try:
+                self.input.close()
+            except OSError:
+                log.exception("task %s: closing its input failed", self.task.id)
 
     def _survivors(self, exited_at: float) -> list[ProcInfo]:
         """After a natural exit: the task's processes that outlived its shell (background `&` jobs, setsid

@@ -69,6 +69,7 @@ class Task:
     result: TaskResult | None = None
     kill_signal: str | None = None  # set when a kill was asked while running: the end counts as killed
     timed_out: bool = False  # set when the deadline passed: the end counts as timed_out
+    stdin: str = "null"  # "null" (/dev/null), "pipe" or "tty": what `send` can write to (task_input.py)
     # Runtime-only (not persisted): monotonic start, for live durations.
     started_mono: float | None = field(default=None, repr=False, compare=False)
 

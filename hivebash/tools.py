@@ -1,4 +1,4 @@
-"""The MCP surface of the bash daemon: `run`, `status`, `kill`, `list`, their schemas and handlers (the
+"""The MCP surface of the bash daemon: `run`, `status`, `send`, `kill`, `list`, their schemas and handlers (the
 answers' text and data: hivebash/views.py)."""
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from . import task as T
 from .arguments import MAX_CMD_BYTES, EngineError
 from . import output_views as ov
 from .engine import MAX_IDS, Engine
+from .send_tool import send_result, send_tool
+from .task_input import KINDS
 from .views import ManyOutcome, kill_result, list_result, many_result, outcome_result
 
 ID_SCHEMA = {
@@ -42,13 +44,15 @@ def run_tool(default_cwd: str, notices: bool) -> dict:
         name="run",
         description=(
             "Run a shell command in the background. Each run is a fresh `bash -c CMD` (a `cd` or `export` does "
-            f"not carry over to the next run), in its own process group, stdin /dev/null, in `cwd` or else {default_cwd}. "
+            f"not carry over to the next run), in its own process group, in `cwd` or else {default_cwd}. "
             f"Waits inline up to `wait_seconds` (default {DEFAULT_WAIT_SECONDS:g}, max 30): a task that ends in time "
             "answers with its full status; otherwise `task started: id=<id>` with its output so far, and "
             f"{ending}. `wait_for` (a regex) also ends the wait at a new matching output line, e.g. "
             "`wait_for: \"listening on\"` for a server that keeps running. `name`: your id for it ([a-z0-9-]); "
             "reusing a finished task's name replaces that task and its output files. `timeout_secs` kills it "
-            "after that long (`timed_out`). Past the daemon's max running tasks it waits as `pending`."
+            "after that long (`timed_out`). Past the daemon's max running tasks it waits as `pending`. stdin is "
+            "/dev/null unless `stdin: \"pipe\"` (you feed it with send) or `\"tty\"` (a terminal: prompts that read "
+            "the terminal, passwords, REPLs, `git add -p`; pair it with `wait_for` on the prompt, e.g. \">>> $\")."
         ),
         input_schema=closed_object(
             {
@@ -69,6 +73,12 @@ def run_tool(default_cwd: str, notices: bool) -> dict:
                                    "0 = return `task started` at once)."
                 },
                 "wait_for": WAIT_FOR_SCHEMA,
+                "stdin": {
+                    "type": "string",
+                    "enum": list(KINDS),
+                    "description": "null (default): no input. pipe: send writes to it. tty: a 120x40 terminal "
+                                   "(its output, stderr included, goes to stdout).",
+                },
                 "name": {
                     "type": "string",
                     "pattern": f"^{NAME_RULE}$",
@@ -162,7 +172,7 @@ LIST = dict(
 
 
 def build_registry(engine: Engine | None) -> ToolRegistry:
-    """The four tools bound to one engine."""
+    """The five tools bound to one engine."""
 
     def guarded(fn):
         def handler(args: dict[str, Any], ctx: CallContext) -> ToolResult:
@@ -175,8 +185,14 @@ def build_registry(engine: Engine | None) -> ToolRegistry:
     def run(args, ctx):
         outcome = engine.run(args["cmd"], timeout_secs=args.get("timeout_secs"), wait_seconds=args.get("wait_seconds"),
                              name=args.get("name"), cwd=args.get("cwd"), client_gone=ctx.client_gone,
-                             wait_for=args.get("wait_for"))
+                             wait_for=args.get("wait_for"), stdin=args.get("stdin"))
         return outcome_result(outcome, started_form=True)
+
+    def send(args, ctx):
+        return send_result(engine.send(args["id"], text=args.get("text"), keys=args.get("keys"),
+                                       enter=args.get("enter"), eof=args.get("eof"),
+                                       wait_seconds=args.get("wait_seconds"), wait_for=args.get("wait_for"),
+                                       client_gone=ctx.client_gone, operator=ctx.operator))
 
     def status(args, ctx):
         view = ov.check_view(args.get("grep"), args.get("context"), args.get("from_line"), args.get("max_lines"),
@@ -202,6 +218,7 @@ def build_registry(engine: Engine | None) -> ToolRegistry:
         Tool(handler=guarded(run), title="Run a shell command in the background", **run_tool(cwd, notices)),
         Tool(handler=guarded(status), title="Status and output of background tasks", **status_tool(notices),
              annotations={"readOnlyHint": True}),
+        Tool(handler=guarded(send), title="Type into a background task", **send_tool(ID_SCHEMA, WAIT_FOR_SCHEMA)),
         Tool(handler=guarded(kill), title="Stop a background task", **KILL, annotations={"destructiveHint": True}),
         Tool(handler=guarded(list_), title="List background tasks", **LIST, annotations={"readOnlyHint": True}),
     ])

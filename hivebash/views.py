@@ -42,6 +42,7 @@ class TaskView:
             "status": t.state,
             "cmd": t.cmd,
             "cwd": t.cwd,
+            "stdin": t.stdin,
             "exit_code": r.exit_code if r else None,
             "signal": r.signal if r else None,
             "duration": None if self.duration is None else round(self.duration, 3),
@@ -81,7 +82,8 @@ def read_output(view: TaskView, store: TaskStore, request: ov.ViewRequest | None
     task_id = view.task.id
     paths = {"stdout": store.file(task_id, "out"), "stderr": store.file(task_id, "err")}
     wanted = request.streams() if request else ov.STREAMS
-    sources = [ov.Source(s, paths[s]) for s in wanted]
+    on_tty = view.task.stdin == "tty" and "stderr" in wanted  # stderr went to the terminal: all is in .out
+    sources = [ov.Source(s, paths[s]) for s in wanted if not (on_tty and s == "stderr")]
     if view.task.state == T.PENDING:
         # Nothing has written to a pending task's files (prepare made them empty; no process yet): no reads.
         # Under load each file syscall of a request thread waits for the GIL again when it returns.
@@ -89,6 +91,8 @@ def read_output(view: TaskView, store: TaskStore, request: ov.ViewRequest | None
         view.stdout, view.stderr = store.empty_tail(task_id, "out"), store.empty_tail(task_id, "err")
         return
     view.output = ov.render(sources, request or ov.ViewRequest(), seen_to, tail_cap=tail_bytes)
+    if on_tty:
+        view.output.text += TTY_STDERR
     shown = view.output.data["streams"]
     for stream, kind in (("stdout", "out"), ("stderr", "err")):
         got = shown.get(stream) if "text" in shown.get(stream, {}) else None
@@ -107,6 +111,7 @@ def _size(path: str) -> int:
         return 0
 
 
+TTY_STDERR = "--- stderr: none apart (stdin=tty: the terminal's output, stderr included, is all in stdout) ---\n"
 STARTED_LINES = 10  # lines of each stream a `task started` answer shows
 STARTED_BYTES = 1500
 
@@ -155,6 +160,8 @@ def facts_line(view: TaskView) -> str:
     """The stable first line: id, status, exit code / signal, duration, resources."""
     t, r = view.task, view.task.result
     facts = [f"id={t.id}", f"status={t.state}"]
+    if t.stdin != "null":
+        facts.append(f"stdin={t.stdin}")
     if r and r.exit_code is not None:
         facts.append(f"exit_code={r.exit_code}")
     if r and r.signal:
@@ -239,10 +246,20 @@ def outcome_result(outcome: Outcome, started_form: bool) -> ToolResult:
             lines.append("(no inline wait: too many calls are waiting already)")
         text = "\n".join(lines) + "\n" + matched_line(outcome) + last_lines(view)
         return ToolResult(text + f"output files: {view.stdout.path if view.stdout else ''} "
-                          f"{view.stderr.path if view.stderr else ''}\n" + next_step(view.task.id, outcome.notices), data)
+                          f"{view.stderr.path if view.stderr else ''}\n" + input_step(view.task) +
+                          next_step(view.task.id, outcome.notices), data)
     if started_form:
         data["started"] = False
     return ToolResult(status_text(view, facts) + matched_line(outcome), data)
+
+
+def input_step(task: Task) -> str:
+    """How to type into a task that takes input (send.py)."""
+    if task.stdin == "null":
+        return ""
+    keys = ', keys: ["ctrl-c"] presses keys' if task.stdin == "tty" else ", eof: true ends its input"
+    return (f"It reads its input ({task.stdin}): send(id=\"{task.id}\", text=\"...\") types a line and answers with "
+            f"what it printed{keys}.\n")
 
 
 def next_step(task_id: str, notices: bool) -> str:
@@ -282,14 +299,17 @@ def list_result(views: list[TaskView], total: int, state: str | None) -> ToolRes
         r = v.task.result
         rows.append({"id": v.task.id, "status": v.task.state, "age_seconds": round(now - v.task.submitted_at, 1),
                      "exit_code": r.exit_code if r else None, "signal": r.signal if r else None,
-                     "duration": None if v.duration is None else round(v.duration, 3), "cmd": one_line(v.task.cmd, 200)})
+                     "duration": None if v.duration is None else round(v.duration, 3), "cmd": one_line(v.task.cmd, 200),
+                     "stdin": v.task.stdin})
     head = f"tasks={total} shown={len(rows)}" + (f" state={state}" if state else "")
     if not rows:
         return ToolResult(head + "\n(no tasks)\n", {"total": total, "tasks": rows})
     width = max(len("ID"), *(len(r["id"]) for r in rows))
-    lines = [head, f"{'ID':<{width}}  {'STATUS':<11}  {'AGE':>5}  {'EXIT':>4}  COMMAND"]
+    inputs = any(r["stdin"] != "null" for r in rows)  # a STDIN column only when some task takes input
+    lines = [head, f"{'ID':<{width}}  {'STATUS':<11}  {'AGE':>5}  {'EXIT':>4}  " + ("STDIN " if inputs else "") + "COMMAND"]
     for r in rows:
         code = "-" if r["exit_code"] is None else str(r["exit_code"])
+        stdin = (f"{'-' if r['stdin'] == 'null' else r['stdin']:<5} " if inputs else "")
         lines.append(f"{r['id']:<{width}}  {r['status']:<11}  {human_age(r['age_seconds']):>5}  {code:>4}  "
-                     f"{one_line(r['cmd'], 60)}")
+                     f"{stdin}{one_line(r['cmd'], 60)}")
     return ToolResult("\n".join(lines) + "\n", {"total": total, "tasks": rows})

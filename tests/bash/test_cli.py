@@ -113,7 +113,7 @@ def test_leftover_of_a_finished_task_is_reaped_when_it_dies(bash_daemon):
     assert wait_until(lambda: not psutil.pid_exists(pid), timeout=10)  # the zombie was reaped, not left behind
 
 
-def test_official_python_client_sees_four_tools_and_text_results(bash_daemon):
+def test_official_python_client_sees_five_tools_and_text_results(bash_daemon):
     """What the model gets through a real MCP client: text first lines, no structuredContent by default."""
     import anyio
     from mcp.client.client import Client
@@ -127,7 +127,7 @@ def test_official_python_client_sees_four_tools_and_text_results(bash_daemon):
             return tools, done, bad, listed
 
     tools, done, bad, listed = anyio.run(session, bash_daemon().url)
-    assert [t.name for t in tools.tools] == ["run", "status", "kill", "list"]
+    assert [t.name for t in tools.tools] == ["run", "status", "send", "kill", "list"]
     assert done.is_error is False and done.structured_content is None
     assert done.content[0].text.startswith("id=sdk status=done exit_code=0") and "\nvia-sdk\n" in done.content[0].text
     assert bad.is_error is True and "timeout_secs: must be >= 1" in bad.content[0].text

@@ -19,9 +19,9 @@ def call(tools, tool_name, **args):
     return tools.call(tool_name, args, CallContext(structured=True))
 
 
-def test_listing_has_four_tools_with_object_schemas(tools):
+def test_listing_has_five_tools_with_object_schemas(tools):
     names = [t["name"] for t in tools.listing()]
-    assert names == ["run", "status", "kill", "list"]
+    assert names == ["run", "status", "send", "kill", "list"]
     assert all(t["inputSchema"]["type"] == "object" for t in tools.listing())
 
 
@@ -141,6 +141,11 @@ def test_descriptions_teach_and_stay_short(tools, engine, capsys):
     run, status = listing["run"]["description"], listing["status"]["description"]
     assert engine.default_cwd in run and "fresh `bash -c CMD`" in run and "`cd` or `export`" in run
     assert "replaces that task and its output files" in run and "wait_for" in run
+    assert '`stdin: "pipe"`' in run and '`"tty"`' in run and "wait_for" in run  # when to take input, and how
+    send = listing["send"]["description"]
+    for example in ('run(cmd="python3 -i", stdin="tty", wait_for=">>> $")', 'send(id, text="y")', "64 KiB",
+                    "what the task printed since this send"):
+        assert example in send
     for example in ('`grep: "error|FAIL"`', "`context: 2`", "`from_line: 5000, max_lines: 40`", '`stream: "stderr"`',
                     "`new_only: true`", '`ids: ["a", "b"]`', '`wait_for: "regex"`'):
         assert example in status

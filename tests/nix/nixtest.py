@@ -10,7 +10,7 @@ REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 REAL_LIB_ENV = "HIVE_NIXPKGS_LIB"
 # What each daemon serves, as the seeds and the docs fix say (the subagent serves four, `status` included).
-BASH_TOOLS = ["run", "status", "kill", "list"]
+BASH_TOOLS = ["run", "status", "send", "kill", "list"]
 SUBAGENT_TOOLS = ["start", "continue", "interrupt", "status"]
 
 

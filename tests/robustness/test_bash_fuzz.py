@@ -87,7 +87,7 @@ list_args = st.fixed_dictionaries({}, optional={
 calls = st.one_of(st.tuples(st.just("run"), run_args), st.tuples(st.just("run"), run_args),
                   st.tuples(st.just("status"), status_args), st.tuples(st.just("kill"), kill_args),
                   st.tuples(st.just("list"), list_args),
-                  st.tuples(st.sampled_from(["run", "status", "kill", "list"]), json_value))
+                  st.tuples(st.sampled_from(["run", "status", "send", "kill", "list"]), json_value))
 
 
 def settled(daemon) -> bool:
