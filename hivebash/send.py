@@ -92,32 +92,32 @@ def check_send(text: object, keys: object, enter: object, eof: object, wait_seco
                        cap_wait(wait_seconds, default=SEND_WAIT_DEFAULT, cap=wait_cap), wait_for, keys is not None)
 
 
-class PromptWatch:
+class PromptWatch(ov.Watch):
     """An ov.Watch of one stream that also matches the last line while it has no newline yet (a prompt); the
     complete lines are matched as every `wait_for` matches them."""
 
     def __init__(self, source: ov.Source, pattern: str, offset: int):
-        self.lines = ov.Watch(source, offset, ov.compile_pattern(pattern))
-        self.regex = re.compile(pattern)
+        super().__init__(source, offset, ov.compile_pattern(pattern))
+        self.prompt = re.compile(pattern)
 
     def check(self, final: bool = False) -> ov.Line | None:
-        line = self.lines.check(final)
+        line = super().check(final)
         if line is not None or final:
             return line
-        fd = open_output(self.lines.source.path)
+        fd = open_output(self.source.path)
         if fd is None:
             return None
         try:
-            start = self.lines.offset  # past the last complete line: the rest is the unfinished one
+            start = self.offset  # past the last complete line: the rest is the unfinished one
             size = os.fstat(fd).st_size
             if size <= start:
                 return None
             text = shown_text(os.pread(fd, min(size - start, LINE_CAP * 4), start))
-            if not self.regex.search(text):
+            if not self.prompt.search(text):
                 return None
             hit = _Hit(start)
-            number_hits(fd, [hit], self.lines.buf)
-            return ov.Line(self.lines.source.stream, hit.number, text)
+            number_hits(fd, [hit], self.buf)
+            return ov.Line(self.source.stream, hit.number, text)
         finally:
             os.close(fd)
 
@@ -193,16 +193,16 @@ class Sender:
     def _wait(self, entry: TaskEntry, window: WaitWindow, watches: list, client_gone: Callable[[], bool],
               operator: bool) -> tuple[ov.Line | None, float, bool]:
         """As an inline wait of `status`: until the end, a match or the window; the end is this answer's."""
-        skipped = window.seconds > 0 and not self.slots.try_acquire()
         start = time.monotonic()
-        matched = None
+        matched, skipped = None, False
         try:
-            if window.seconds > 0 and not skipped:
-                matched, _ = inline_wait.wait_any(self.tasks_changed, [entry], window.seconds, time.monotonic,
-                                                  watches, first_recheck=SEND_RECHECK_FIRST)
+            if window.seconds > 0:
+                with self.slots.held() as free:
+                    skipped = not free
+                    if free:
+                        matched, _ = inline_wait.wait_any(self.tasks_changed, [entry], window.seconds,
+                                                          time.monotonic, watches, first_recheck=SEND_RECHECK_FIRST)
         finally:
-            if window.seconds > 0 and not skipped:
-                self.slots.release()
             with self.tasks_changed:
                 entry.inline_waiters -= 1
                 if entry.task.terminal:

@@ -137,4 +137,20 @@ def _drive(url: str, sock: RecordingSocket, ids: dict[str, str]) -> dict[str, st
                                     "sleep 300", name="web", wait_for="listening on", wait_seconds=20)
     for task in ("feed", "build-b", "web"):
         call_tool(url, "kill", {"id": task, "force": True})
+    _drive_interactive(url, out)
     return out
+
+
+def _drive_interactive(url: str, out: dict[str, str]) -> None:
+    """`stdin` and `send`: a Python REPL on a terminal, a y/N prompt on a pipe, input nobody reads, a refusal."""
+    out["bash-run-tty"] = call(url, "run", cmd="python3 -i -q", stdin="tty", name="py", wait_for=">>> $")
+    out["bash-send-repl"] = call(url, "send", id="py", text="sum(range(10))", wait_for=">>> $")
+    call_tool(url, "send", {"id": "py", "text": "exit()"}, operator=False)
+    call_tool(url, "run", {"cmd": 'read -p "Overwrite? [y/N] " a; echo "answer: $a"', "stdin": "pipe",
+                           "name": "ask", "wait_seconds": 0}, operator=False)
+    out["bash-send-prompt"] = call(url, "send", id="ask", text="y")
+    call_tool(url, "run", {"cmd": "sleep 300", "stdin": "pipe", "name": "deaf", "wait_seconds": 0}, operator=False)
+    call_tool(url, "send", {"id": "deaf", "text": "x" * 65536, "enter": False, "wait_seconds": 0}, operator=False)
+    out["bash-send-partial"] = call(url, "send", id="deaf", text="one line more", wait_seconds=0)
+    call_tool(url, "kill", {"id": "deaf", "force": True})
+    out["bash-send-refused"] = call(url, "send", id="build", text="y")
