@@ -145,7 +145,14 @@ class SubagentSettings(ServerSettings):
         (), "KEY=VALUE", "Extra environment for claude (e.g. IS_SANDBOX=1 when running as root).", multiple=True
     )
     max_running: int = knob(4, "count", "Sessions running at once; a start past this is refused (each is a full claude).")
-    turn_timeout: float | None = knob(None, "seconds", "Wall-clock limit of one turn (SIGINT, then SIGKILL). Unset: none.")
+    turn_timeout: float = knob(
+        3600.0, "seconds", "Default wall-clock limit of one turn (a start/continue may pass its own timeout_minutes): "
+        "then SIGINT, SIGKILL after --kill-grace, and the turn ends timed_out. 0: none."
+    )
+    max_turns: int = knob(
+        200, "turns", "Default --max-turns of every turn: claude's own cap on the model calls of one turn (a "
+        "start/continue may pass its own); past it the turn ends max_turns. 0: none."
+    )
     kill_grace: float = knob(5.0, "seconds", "After a soft interrupt or turn timeout, wait this long before SIGKILL.")
     confirm_wait: float = knob(
         0.2, "seconds", "start/continue wait at most this long for claude's init line or an early exit before answering "
@@ -165,9 +172,8 @@ class SubagentSettings(ServerSettings):
             raise click.BadParameter("must be at least 1, or every start is refused", param_hint="--max-running")
         if self.max_budget_usd is not None and not self.max_budget_usd > 0:
             raise click.BadParameter("must be > 0 US dollars (leave it unset for no budget)", param_hint="--max-budget-usd")
-        if self.turn_timeout is not None and self.turn_timeout <= 0:
-            raise click.BadParameter("must be > 0 seconds (leave it unset for no limit)", param_hint="--turn-timeout")
-        for value, hint in ((self.kill_grace, "--kill-grace"), (self.confirm_wait, "--confirm-wait")):
+        for value, hint in ((self.kill_grace, "--kill-grace"), (self.confirm_wait, "--confirm-wait"),
+                            (self.turn_timeout, "--turn-timeout")):
             if value < 0:
                 raise click.BadParameter("must be >= 0 seconds", param_hint=hint)
 

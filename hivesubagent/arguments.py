@@ -7,7 +7,10 @@ import os
 import stat
 from typing import Any
 
+from common.config import SubagentSettings
 from common.names import InvalidName, check_name
+
+from hivesubagent.turn import TurnBounds
 
 
 class SubagentError(Exception):
@@ -28,6 +31,32 @@ def budget_usd(value: Any, default: float | None) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise SubagentError(f"max_budget_usd: must be a number of US dollars > 0 (got {value!r})")
     return float(value)
+
+
+def max_turns(value: Any, default: int) -> int | None:
+    """A turn's --max-turns: the caller's, else the daemon's default (0 there: none)."""
+    if value is None:
+        return default or None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SubagentError(f"max_turns: must be a whole number of model calls >= 1 (got {value!r})")
+    return value
+
+
+def timeout_seconds(minutes: Any, default_seconds: float) -> float | None:
+    """A turn's time limit in seconds, from the caller's `timeout_minutes` (fractions allowed), else the
+    daemon's --turn-timeout (0 there: none)."""
+    if minutes is None:
+        return default_seconds or None
+    if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not math.isfinite(minutes) or minutes <= 0:
+        raise SubagentError(f"timeout_minutes: must be a number of minutes > 0 (got {minutes!r})")
+    return float(minutes) * 60
+
+
+def turn_bounds(settings: SubagentSettings, max_budget_usd: Any = None, turns: Any = None,
+                timeout_minutes: Any = None) -> TurnBounds:
+    """A turn's caps: each the caller's, else the daemon's default."""
+    return TurnBounds(budget_usd(max_budget_usd, settings.max_budget_usd), max_turns(turns, settings.max_turns),
+                      timeout_seconds(timeout_minutes, settings.turn_timeout))
 
 
 def prompt_text(value: Any, field_name: str) -> str:

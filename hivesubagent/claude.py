@@ -43,25 +43,30 @@ OUTPUT_FLAGS = ("--output-format", "stream-json", "--verbose")
 
 
 def start_argv(claude_bin: str, name: str, session_id: str, prompt_file: str, model: str | None,
-               budget_usd: float | None = None) -> list[str]:
+               budget_usd: float | None = None, max_turns: int | None = None) -> list[str]:
     """A fresh session. `--session-id` is ours (a new uuid4), so the id and transcript path are known before
     claude writes a byte; `--name` makes `name` claude's own session title (its custom-title entries)."""
     argv = [claude_bin, "-p", "--name", name, "--session-id", session_id, "--append-system-prompt-file", prompt_file]
-    return argv + _turn_flags(model, budget_usd)
+    return argv + _turn_flags(model, budget_usd, max_turns)
 
 
-def continue_argv(claude_bin: str, session_id: str, model: str | None, budget_usd: float | None = None) -> list[str]:
+def continue_argv(claude_bin: str, session_id: str, model: str | None, budget_usd: float | None = None,
+                  max_turns: int | None = None) -> list[str]:
     """A new turn of an existing session, resumed by id (a name look-up by claude would depend on its cwd and
     fail on two transcripts with one title; we resolved the name already)."""
-    return [claude_bin, "-p", "--resume", session_id] + _turn_flags(model, budget_usd)
+    return [claude_bin, "-p", "--resume", session_id] + _turn_flags(model, budget_usd, max_turns)
 
 
-def _turn_flags(model: str | None, budget_usd: float | None) -> list[str]:
+def _turn_flags(model: str | None, budget_usd: float | None, max_turns: int | None = None) -> list[str]:
     """`--max-budget-usd` caps what this claude process spends (checked after each model call, so the last call
-    may pass it; a resumed session's earlier turns do not count against it)."""
+    may pass it; a resumed session's earlier turns do not count against it). `--max-turns N` (hidden from
+    claude's --help) caps the model calls of this run: the tools of the Nth call still run, then claude stops
+    with result subtype `error_max_turns`, rc 1 (docs/design.md, "The claude CLI")."""
     flags = ["--model", model] if model else []
     if budget_usd is not None:
         flags += ["--max-budget-usd", format_usd(budget_usd)]
+    if max_turns is not None:
+        flags += ["--max-turns", str(max_turns)]
     return flags + [*ALWAYS_FLAGS, *OUTPUT_FLAGS]
 
 
@@ -199,10 +204,12 @@ class StreamState:
 
 
 # The outcome of one turn. "interrupted" includes a turn that exited without a result (SIGINT mid-turn with
-# stream-json may write none; SIGINT in the first second or a crash never does). "budget_exceeded": claude
-# stopped itself at --max-budget-usd (result subtype error_max_budget_usd, see classify).
-OUTCOMES = ("completed", "error", "interrupted", "killed", "budget_exceeded")
+# stream-json may write none; SIGINT in the first second or a crash never does). "budget_exceeded" and
+# "max_turns": claude stopped itself at --max-budget-usd or --max-turns (result subtypes error_max_budget_usd,
+# error_max_turns, see classify). "timed_out": the daemon stopped it at its time limit (the runner decides).
+OUTCOMES = ("completed", "error", "interrupted", "killed", "budget_exceeded", "max_turns", "timed_out")
 BUDGET_SUBTYPE = "error_max_budget_usd"
+MAX_TURNS_SUBTYPE = "error_max_turns"
 
 
 @dataclass(frozen=True)
@@ -242,6 +249,12 @@ def classify(result: dict | None, returncode: int, sent: Mapping[str, str], stde
             # it cut short is the last assistant text), errors ["Reached maximum budget ($X)"].
             said = "; ".join(str(e) for e in result.get("errors") or [] if e) or "reached its maximum budget"
             return Outcome("budget_exceeded", f"claude stopped at its budget: {said}", text or last_text,
+                           returncode=returncode, cost_usd=cost, extra=facts)
+        if result.get("subtype") == MAX_TURNS_SUBTYPE:
+            # claude 2.1.328: is_error true, rc 1, terminal_reason max_turns, no `result` text, errors ["Reached
+            # maximum number of turns (N)"]; the last call's tools ran, the next call was not made.
+            said = "; ".join(str(e) for e in result.get("errors") or [] if e) or "reached its maximum number of turns"
+            return Outcome("max_turns", f"claude stopped at its turn limit: {said}", text or last_text,
                            returncode=returncode, cost_usd=cost, extra=facts)
         if "SIGKILL" in sent:
             return Outcome("killed", f"stopped by {why}", text, returncode=returncode, cost_usd=cost, extra=facts)

@@ -92,25 +92,36 @@ def _call(client: DaemonClient, tool: str, arguments: dict[str, Any], as_json: b
     show(client.call(tool, arguments, as_json=as_json), as_json)
 
 
+def turn_options(command: Callable) -> Callable:
+    """The caps of one turn, as start and continue take them (each defaults to the daemon's)."""
+    for option in reversed((
+        click.option("--max-budget-usd", type=click.FloatRange(min=0, min_open=True), default=None,
+                     help="US dollars this turn may spend (claude's --max-budget-usd); default: the daemon's."),
+        click.option("--max-turns", type=click.IntRange(min=1), default=None,
+                     help="Model calls this turn may make (claude's --max-turns); default: the daemon's."),
+        click.option("--timeout-minutes", type=click.FloatRange(min=0, min_open=True), default=None,
+                     help="Minutes this turn may run before it is stopped; default: the daemon's --turn-timeout."),
+    )):
+        command = option(command)
+    return command
+
+
+def _turn_args(args: dict[str, Any], **given: Any) -> dict[str, Any]:
+    return {**args, **{k: v for k, v in given.items() if v is not None}}
+
+
 @main.command()
 @click.argument("name")
 @click.argument("prompt_file", type=click.Path(path_type=Path))
 @click.option("--model", default=None, help="claude --model for the subagent.")
 @click.option("--trigger", default=None, help="The first turn's prompt (default: 'carry out your instructions').")
-@click.option("--max-budget-usd", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="US dollars this turn may spend (claude's --max-budget-usd); default: the daemon's.")
+@turn_options
 @json_option
 @click.pass_obj
-def start(ctx: DaemonClient, name: str, prompt_file: Path, model: str | None, trigger: str | None, max_budget_usd: float | None,
-          as_json: bool) -> None:
+def start(ctx: DaemonClient, name: str, prompt_file: Path, model: str | None, trigger: str | None, as_json: bool,
+          **caps: Any) -> None:
     """Start a fresh session NAME with the instructions in PROMPT_FILE."""
-    args: dict[str, Any] = {"name": name, "prompt_file": os.path.abspath(prompt_file)}
-    if model is not None:
-        args["model"] = model
-    if trigger is not None:
-        args["trigger"] = trigger
-    if max_budget_usd is not None:
-        args["max_budget_usd"] = max_budget_usd
+    args = _turn_args({"name": name, "prompt_file": os.path.abspath(prompt_file)}, model=model, trigger=trigger, **caps)
     _call(ctx, "start", args, as_json)
 
 
@@ -118,20 +129,14 @@ def start(ctx: DaemonClient, name: str, prompt_file: Path, model: str | None, tr
 @click.argument("name")
 @click.argument("prompt")
 @click.option("--model", default=None, help="claude --model for this turn.")
-@click.option("--max-budget-usd", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="US dollars this turn may spend (claude's --max-budget-usd); default: the daemon's.")
+@turn_options
 @json_option
 @click.pass_obj
-def continue_(ctx: DaemonClient, name: str, prompt: str, model: str | None, max_budget_usd: float | None, as_json: bool) -> None:
+def continue_(ctx: DaemonClient, name: str, prompt: str, model: str | None, as_json: bool, **caps: Any) -> None:
     """Give session NAME a new turn with PROMPT ('-' reads it from stdin)."""
     if prompt == "-":
         prompt = sys.stdin.read()
-    args: dict[str, Any] = {"name": name, "prompt": prompt}
-    if model is not None:
-        args["model"] = model
-    if max_budget_usd is not None:
-        args["max_budget_usd"] = max_budget_usd
-    _call(ctx, "continue", args, as_json)
+    _call(ctx, "continue", _turn_args({"name": name, "prompt": prompt}, model=model, **caps), as_json)
 
 
 @main.command()

@@ -22,7 +22,7 @@ from common.todos import Todos
 from common.waiting import WaitSlots, cap_wait
 
 from hivesubagent import claude, views, waits
-from hivesubagent.arguments import SubagentError, budget_usd, open_prompt_file, prompt_text, session_name
+from hivesubagent.arguments import SubagentError, open_prompt_file, prompt_text, session_name, turn_bounds
 from hivesubagent.result_pages import OffsetError, page
 from hivesubagent.runner import TurnRunner, unarchive
 from hivesubagent.index_file import IndexKeeper
@@ -62,22 +62,24 @@ class SubagentEngine:
     # ------------------------------------------------------------------------------------------ the verbs
 
     def start(self, name: str, prompt_file: str, model: str | None = None, trigger: str | None = None,
-              max_budget_usd: float | None = None) -> dict[str, Any]:
+              max_budget_usd: float | None = None, max_turns: int | None = None,
+              timeout_minutes: float | None = None) -> dict[str, Any]:
         """Archive a finished session of `name`, start a fresh one; return once claude is confirmed running."""
         name = session_name(name)
         prompt = claude.START_NUDGE if trigger is None else prompt_text(trigger, "trigger")
-        budget = budget_usd(max_budget_usd, self.settings.max_budget_usd)
+        bounds = turn_bounds(self.settings, max_budget_usd, max_turns, timeout_minutes)
         fd = open_prompt_file(prompt_file)
         try:
             session_id = str(uuid.uuid4())
             transcript = self.sessions.transcript_path(session_id)
-            turn = self.table.reserve(name, lambda: Turn(name, "start", session_id, transcript, model, prompt, 1, 0.0, budget))
+            turn = self.table.reserve(name, lambda: Turn(name, "start", session_id, transcript, model, prompt, 1, 0.0, bounds))
             try:
                 self._refuse_if_live_elsewhere(name=name)
                 turn.archived = self.sessions.archive(name)
                 for path in turn.archived:
                     log.info("session %s: archived %s", name, path)
-                argv = claude.start_argv(self.settings.claude_bin, name, session_id, f"/dev/fd/{fd}", model, budget)
+                argv = claude.start_argv(self.settings.claude_bin, name, session_id, f"/dev/fd/{fd}", model,
+                                         bounds.budget_usd, bounds.max_turns)
                 self.runner.spawn(turn, argv, pass_fds=(fd,))
             except BaseException:
                 unarchive(turn)
@@ -89,12 +91,13 @@ class SubagentEngine:
         view["archived"] = [str(p) for p in turn.archived]
         return view
 
-    def continue_(self, name: str, prompt: str, model: str | None = None, max_budget_usd: float | None = None) -> dict[str, Any]:
+    def continue_(self, name: str, prompt: str, model: str | None = None, max_budget_usd: float | None = None,
+                  max_turns: int | None = None, timeout_minutes: float | None = None) -> dict[str, Any]:
         """A new turn of the session named `name` on disk, resumed by its id."""
         name = session_name(name)
         prompt = prompt_text(prompt, "prompt")
-        budget = budget_usd(max_budget_usd, self.settings.max_budget_usd)
-        turn = self.table.reserve(name, lambda: Turn(name, "continue", "", Path(), model, prompt, 0, None, budget))
+        bounds = turn_bounds(self.settings, max_budget_usd, max_turns, timeout_minutes)
+        turn = self.table.reserve(name, lambda: Turn(name, "continue", "", Path(), model, prompt, 0, None, bounds))
         try:
             found = self.sessions.find(name)
             if found is None:
@@ -106,7 +109,7 @@ class SubagentEngine:
                 turn.session_id, turn.transcript = found.session_id, found.path
                 turn.number, turn.cost_before = found.turns + 1, found.cost_usd
                 turn.model = model or found.model  # without --model claude keeps the session's last model
-            argv = claude.continue_argv(self.settings.claude_bin, found.session_id, model, budget)
+            argv = claude.continue_argv(self.settings.claude_bin, found.session_id, model, bounds.budget_usd, bounds.max_turns)
             self.runner.spawn(turn, argv)
         except BaseException:
             self.table.release(turn)

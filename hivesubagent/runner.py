@@ -16,6 +16,7 @@ import os
 import signal
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -60,8 +61,8 @@ class TurnRunner:
         self._safe_todo(lambda: self.todos.clear(turn.name))
         reader.start()
         threading.Thread(target=self._watch, args=(turn,), name=f"subagent-watch-{turn.name}", daemon=True).start()
-        if self.settings.turn_timeout:
-            self._start_timer(turn, self.settings.turn_timeout, self._timed_out)
+        if turn.bounds.timeout_s:
+            self._start_timer(turn, turn.bounds.timeout_s, self._timed_out)
 
     def stop(self, turn: Turn, force: bool, reason: str, unless_signalled: bool = False) -> None:
         """SIGINT (a kill_grace timer then escalates) or SIGKILL to the turn's whole tree; nothing once it was
@@ -99,7 +100,12 @@ class TurnRunner:
         self.stop(turn, force=True, reason=f"still running {self.settings.kill_grace:g}s after SIGINT")
 
     def _timed_out(self, turn: Turn) -> None:
-        self.stop(turn, force=False, reason=f"turn_timeout={self.settings.turn_timeout:g}s", unless_signalled=True)
+        """The turn's time limit passed: SIGINT (SIGKILL after the grace), and its outcome becomes timed_out."""
+        with self.table.cond:
+            if turn.sent or turn.state is not TurnState.RUNNING:
+                return  # already being stopped (an interrupt, shutdown) or ended: not a timeout
+            turn.timed_out = True
+        self.stop(turn, force=False, reason=f"timeout_minutes={turn.bounds.timeout_minutes:g}", unless_signalled=True)
 
     def _start_timer(self, turn: Turn, seconds: float, action: Callable[[Turn], None]) -> None:
         """Started outside `cond`; a timer that fires after the turn was reaped finds `exited` and does nothing."""
@@ -141,6 +147,9 @@ class TurnRunner:
         if turn.reader.is_alive():  # a process claude started (and that left its group) holds the pipe open
             log.warning("session %s: claude exited but its stdout is still open; recording the turn from what was read", turn.name)
         outcome = claude.classify(turn.stream.result, returncode, sent, spawned.stderr_tail(), turn.stream.last_text)
+        if turn.timed_out and outcome.kind in ("interrupted", "killed"):
+            outcome = replace(outcome, kind="timed_out",
+                              detail=f"reached its time limit ({turn.bounds.timeout_minutes:g} min): {outcome.detail}")
         turn_cost, total_cost = self._cost(turn, outcome)
         spawned.close()
         if turn.kind == "start":

@@ -35,6 +35,16 @@ def _known(**facts: Any) -> dict[str, Any]:
     return {k: v for k, v in facts.items() if v is not None}
 
 
+def _bounds(view: dict[str, Any]) -> dict[str, Any]:
+    """The turn's caps that are set, as facts (a cap that is not set is not shown)."""
+    return _known(max_budget_usd=view.get("max_budget_usd"), max_turns=view.get("max_turns"),
+                  timeout_minutes=_minutes(view.get("timeout_minutes")))
+
+
+def _minutes(value: float | None) -> str | None:
+    return None if value is None else f"{value:g}"
+
+
 def _result_lines(name: str, text: str, total: int, next_offset: int | None, label: str) -> list[str]:
     if not text:
         return []
@@ -49,14 +59,14 @@ def turn_result(view: dict[str, Any], verb: str) -> ToolResult:
         o = view["outcome"]
         first = kv(state="ended", name=name, outcome=o["outcome"], session_id=view["session_id"], turn=view["turn"],
                    cost_usd=o["cost_usd"], total_cost_usd=o["total_cost_usd"], duration_s=o["duration_s"],
-                   **_known(max_budget_usd=o.get("max_budget_usd")))
+                   **_bounds(o))
         lines = [first, f"detail: {o['detail']}"]
         lines += _result_lines(name, o["result_text"], o["result_chars"], o.get("result_next_offset"), "result")
         lines.append(f"transcript: {view['transcript']}")
         failed = verb != "interrupted" and o["outcome"] in ("error",)
         return ToolResult(text="\n".join(lines), data=view, is_error=failed)
     first = kv(state=view["state"], name=name, session_id=view["session_id"], turn=view["turn"], pid=view["pid"],
-               **_known(model=view.get("model"), max_budget_usd=view.get("max_budget_usd")))
+               **_known(model=view.get("model")), **_bounds(view))
     lines = [first]
     if verb == "interrupted":
         lines.append(f"signals sent: {', '.join(f'{k} ({v})' for k, v in view['signals'].items())}; the turn has not ended yet.")
@@ -87,7 +97,7 @@ def render_session(view: dict[str, Any]) -> str:
     if view.get("running") and "turn" in view:
         first = kv(name=name, state=view["state"], running=True, session_id=view["session_id"], turn=view["turn"],
                    pid=view["pid"], elapsed_s=view["elapsed_s"],
-                   **_known(model=view.get("model"), max_budget_usd=view.get("max_budget_usd")))
+                   **_known(model=view.get("model")), **_bounds(view))
         lines = [first, _progress_line(view["progress"]), f"started_at: {view['started_at']}", f"transcript: {view['transcript']}"]
         if view.get("turns_done"):
             lines.append(f"earlier turns: {view['turns_done']}, costing {kv(total_cost_usd=view['total_cost_usd']).split('=', 1)[1]} USD in all "
@@ -99,7 +109,7 @@ def render_session(view: dict[str, Any]) -> str:
     first = kv(name=name, state=view["state"], running=view["running"], session_id=view["session_id"], turns=view["turns"],
                **_known(pid=view.get("pid"), model=view.get("model")), last_outcome=last.get("outcome"),
                last_cost_usd=last.get("cost_usd"), total_cost_usd=view["total_cost_usd"], last_duration_s=last.get("duration_s"),
-               **_known(max_budget_usd=last.get("max_budget_usd")))
+               **_bounds(last))
     lines = [first, f"updated_at: {view['updated_at']}", f"transcript: {view['transcript']}"]
     if view.get("started_by"):
         lines.append(f"running in pid {view['pid']}, {view['started_by']}: continue and start refuse it until it exits")

@@ -35,8 +35,23 @@ BUDGET_SCHEMA = {
     "exclusiveMinimum": 0,
     "maximum": 1000,
     "description": "US dollars this turn may spend (claude's --max-budget-usd, checked after each model call); "
-                   "past it the turn ends as budget_exceeded. Omit for the daemon's default.",
+                   "past it the turn ends as budget_exceeded. Default: {default_budget}.",
 }
+MAX_TURNS_SCHEMA = {
+    "type": "integer",
+    "minimum": 1,
+    "maximum": 100000,
+    "description": "Model calls this turn may make (claude's --max-turns; the last call's tools still run); past "
+                   "it the turn ends as max_turns. Default: {default_turns}.",
+}
+TIMEOUT_SCHEMA = {
+    "type": "number",
+    "exclusiveMinimum": 0,
+    "maximum": 10080,
+    "description": "Minutes this turn may run (fractions allowed); then SIGINT, SIGKILL after the grace, and it "
+                   "ends as timed_out. Default: {default_timeout}.",
+}
+BOUNDS = {"max_budget_usd": BUDGET_SCHEMA, "max_turns": MAX_TURNS_SCHEMA, "timeout_minutes": TIMEOUT_SCHEMA}
 
 # What every description says once (the facts a prompt author needs): where the subagent runs, what it can
 # use, how many run at once, how to read a whole result. {workdir} and {max_running} are the daemon's own.
@@ -72,7 +87,7 @@ START = dict(
                 "maxLength": TEXT_LIMIT,
                 "description": "The first turn's prompt (stdin). Default: a generic 'carry out your instructions' nudge.",
             },
-            "max_budget_usd": BUDGET_SCHEMA,
+            **BOUNDS,
         },
         required=("name", "prompt_file"),
     ),
@@ -93,7 +108,7 @@ CONTINUE = dict(
             "name": NAME_SCHEMA,
             "prompt": {"type": "string", "minLength": 1, "maxLength": TEXT_LIMIT, "description": "The new turn's prompt."},
             "model": {**MODEL_SCHEMA, "description": "--model for this turn only; need not match start's. Omit to keep the session's model."},
-            "max_budget_usd": BUDGET_SCHEMA,
+            **BOUNDS,
         },
         required=("name", "prompt"),
     ),
@@ -152,15 +167,42 @@ STATUS = dict(
 def build_registry(engine: SubagentEngine) -> ToolRegistry:
     """The four tools, their handlers bound to `engine`."""
 
-    # Without an engine (a schema-only registry, as the fuzz tests build), the descriptions name the knobs.
-    facts = ({"workdir": str(engine.workdir), "max_running": engine.settings.max_running} if engine is not None
-             else {"workdir": "(--workdir)", "max_running": "max_running"})
+    facts = description_facts(engine)
 
     def bind(spec: dict[str, Any], fn) -> Tool:
-        described = {**spec, "description": spec["description"].format(**facts)}
+        described = {**spec, "description": _filled(spec["description"], facts),
+                     "input_schema": _described(spec["input_schema"], facts)}
         return Tool(handler=lambda args, ctx: fn(engine, args, ctx), **described)
 
     return ToolRegistry([bind(START, _start), bind(CONTINUE, _continue), bind(INTERRUPT, _interrupt), bind(STATUS, _status)])
+
+
+def description_facts(engine: SubagentEngine | None) -> dict[str, Any]:
+    """The daemon's own figures the descriptions name: its working directory, cap and defaults. Without an
+    engine (a schema-only registry, as the fuzz tests build), the knobs' names."""
+    if engine is None:
+        return {"workdir": "(--workdir)", "max_running": "max_running", "default_budget": "the daemon's --max-budget-usd",
+                "default_turns": "the daemon's --max-turns", "default_timeout": "the daemon's --turn-timeout"}
+    s = engine.settings
+    return {"workdir": str(engine.workdir), "max_running": s.max_running,
+            "default_budget": f"${s.max_budget_usd:g}" if s.max_budget_usd else "none (no cap)",
+            "default_turns": str(s.max_turns) if s.max_turns else "none (no cap)",
+            "default_timeout": f"{s.turn_timeout / 60:g} minutes" if s.turn_timeout else "none (no limit)"}
+
+
+def _filled(text: str, facts: dict[str, Any]) -> str:
+    """`text` with each `{fact}` replaced (only those: a description may hold other braces, as a regex's)."""
+    for key, value in facts.items():
+        text = text.replace("{" + key + "}", str(value))
+    return text
+
+
+def _described(schema: Any, facts: dict[str, Any]) -> Any:
+    """The schema with every property's description filled in with `facts`."""
+    if isinstance(schema, dict):
+        return {k: (_filled(v, facts) if k == "description" and isinstance(v, str) else _described(v, facts))
+                for k, v in schema.items()}
+    return schema
 
 
 # ---------------------------------------------------------------------------------------------- handlers
@@ -174,12 +216,14 @@ def _call(fn, *args, **kwargs) -> dict[str, Any]:
 
 
 def _start(engine: SubagentEngine, args: dict, ctx: CallContext) -> ToolResult:
-    view = _call(engine.start, args["name"], args["prompt_file"], args.get("model"), args.get("trigger"), args.get("max_budget_usd"))
+    view = _call(engine.start, args["name"], args["prompt_file"], args.get("model"), args.get("trigger"),
+                 args.get("max_budget_usd"), args.get("max_turns"), args.get("timeout_minutes"))
     return turn_result(view, "started")
 
 
 def _continue(engine: SubagentEngine, args: dict, ctx: CallContext) -> ToolResult:
-    view = _call(engine.continue_, args["name"], args["prompt"], args.get("model"), args.get("max_budget_usd"))
+    view = _call(engine.continue_, args["name"], args["prompt"], args.get("model"), args.get("max_budget_usd"),
+                 args.get("max_turns"), args.get("timeout_minutes"))
     return turn_result(view, "continued")
 
 

@@ -34,6 +34,21 @@ TURN_STATES = StateTable("turn", {
 })
 
 
+@dataclass(frozen=True)
+class TurnBounds:
+    """What one turn may use: dollars (claude's --max-budget-usd), model calls (claude's --max-turns) and wall
+    time (the daemon's timer); None: no cap."""
+
+    budget_usd: float | None = None
+    max_turns: int | None = None
+    timeout_s: float | None = None
+
+    @property
+    def timeout_minutes(self) -> float | None:
+        """The time limit in minutes, as answers show it (to the thousandth)."""
+        return None if self.timeout_s is None else round(self.timeout_s / 60, 3)
+
+
 @dataclass(eq=False)
 class Turn:
     """One running claude process: a turn of session `name`.
@@ -50,7 +65,7 @@ class Turn:
     prompt: str
     number: int  # the session's turn number this run will be
     cost_before: float | None  # cumulative cost before this turn (from the transcript)
-    budget_usd: float | None = None  # --max-budget-usd of this turn
+    bounds: TurnBounds = field(default_factory=TurnBounds)
     archived: list[Path] = field(default_factory=list)  # (start) earlier transcripts of the name it archived
     started_wall: float = field(default_factory=time.time)
     started_mono: float = field(default_factory=time.monotonic)
@@ -67,6 +82,11 @@ class Turn:
     timers: list[threading.Timer] = field(default_factory=list)
     reader: threading.Thread | None = None
     reported: bool = False  # its todo is queued (after ENDED: a continue is never refused once the todo says done)
+    timed_out: bool = False  # its time limit passed: the timer sent the SIGINT
+
+    @property
+    def budget_usd(self) -> float | None:
+        return self.bounds.budget_usd
 
     @property
     def pid(self) -> int | None:

@@ -15,6 +15,8 @@ from hivesubagent.sessions import LiveSession, Transcript
 from hivesubagent.turn import Turn, TurnState
 
 OUTCOME_EXTRA_FIELDS = ("terminal_reason", "api_error_status", "num_turns")
+# A turn stopped by one of its caps goes on with a higher one: the argument its todo's next call names.
+RAISE_THE_CAP = {"budget_exceeded": ", max_budget_usd=...", "max_turns": ", max_turns=...", "timed_out": ", timeout_minutes=..."}
 
 
 def iso(wall: float | None) -> str | None:
@@ -39,12 +41,18 @@ def turn_view(turn: Turn, result_chars: int) -> dict[str, Any]:
         "signals": dict(turn.sent),
         "turns_done": max(0, turn.number - 1),
         "total_cost_usd": turn.cost_before,  # claude records cost at a turn's end: this is up to the last one
-        "max_budget_usd": turn.budget_usd,
+        **bounds_data(turn),
         "progress": turn.stream.progress.view(),
     }
     if turn.outcome is not None:
         view["outcome"] = outcome_data(turn, result_chars)
     return view
+
+
+def bounds_data(turn: Turn) -> dict[str, Any]:
+    """The caps in force for the turn (each the caller's or the daemon's default; None: no cap)."""
+    b = turn.bounds
+    return {"max_budget_usd": b.budget_usd, "max_turns": b.max_turns, "timeout_minutes": b.timeout_minutes}
 
 
 def outcome_data(turn: Turn, result_chars: int) -> dict[str, Any]:
@@ -62,7 +70,7 @@ def outcome_data(turn: Turn, result_chars: int) -> dict[str, Any]:
         "result_next_offset": len(start.text) if len(start.text) < total_chars else None,
         "cost_usd": turn.turn_cost,
         "total_cost_usd": turn.total_cost,
-        "max_budget_usd": turn.budget_usd,
+        **bounds_data(turn),
         "duration_s": round(turn.elapsed(), 3),
         **{k: v for k, v in o.extra.items() if k in OUTCOME_EXTRA_FIELDS},
     }
@@ -101,7 +109,7 @@ def transcript_view(t: Transcript, result_chars: int, other: LiveSession | None,
         if ours is not None and other is None:
             o = ours.outcome
             view["last_turn"].update(outcome=o.kind, detail=o.detail, exited_without_result=o.exited_without_result,
-                                     max_budget_usd=ours.budget_usd, cost_usd=ours.turn_cost,
+                                     **bounds_data(ours), cost_usd=ours.turn_cost,
                                      **{k: v for k, v in o.extra.items() if k in ("terminal_reason", "api_error_status")})
     return view
 
@@ -118,13 +126,17 @@ def turn_todo(turn: Turn, view: dict[str, Any]) -> tuple[str, str]:
     )
     if turn.budget_usd is not None:
         facts += f" max_budget_usd={claude.format_usd(turn.budget_usd)}"
+    if turn.bounds.max_turns is not None:
+        facts += f" max_turns={turn.bounds.max_turns}"
+    if turn.bounds.timeout_minutes is not None:
+        facts += f" timeout_minutes={turn.bounds.timeout_minutes:g}"
     lines = [facts, f"detail: {o['detail']}"]
     if o["result_text"]:
         shown = len(o["result_text"])
         lines += [f"result ({shown} of {o['result_chars']} characters):" if o["result_next_offset"] else "result:", o["result_text"]]
         if o["result_next_offset"]:
             lines.append(read_on(turn.name, o["result_next_offset"], o["result_chars"]))
-    more = ', max_budget_usd=...' if o["outcome"] == "budget_exceeded" else ""
+    more = RAISE_THE_CAP.get(o["outcome"], "")
     lines += [
         "",
         f'next: continue(name="{turn.name}", prompt="..."{more}) gives it another turn; '

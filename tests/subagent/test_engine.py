@@ -134,12 +134,20 @@ def test_forced_interrupt_kills_tool_processes_outside_the_group(engine_factory,
     assert not grandchild.is_running()
 
 
-def test_turn_timeout_interrupts(engine_factory, fake_claude_bin, fake_env, prompt_file):
-    engine, todos = engine_factory(fake_claude_bin, fake_env, turn_timeout=1.0)
-    engine.start("slow", str(prompt_file), trigger="FAKE:sleep=60")
+def test_the_daemons_turn_timeout_is_the_default_time_limit(engine_factory, fake_claude_bin, fake_env, prompt_file):
+    engine, todos = engine_factory(fake_claude_bin, fake_env, turn_timeout=1.2)
+    view = engine.start("slow", str(prompt_file), trigger="FAKE:sleep=60")
+    assert view["timeout_minutes"] == 0.02 and view["max_turns"] == 200  # the defaults in force, named
     todo = todos.wait_upserts("slow", seconds=30)[0]
-    assert todo["data"]["outcome"]["outcome"] == "interrupted"
-    assert "turn_timeout=1s" in todo["data"]["signals"]["SIGINT"]
+    outcome = todo["data"]["outcome"]
+    assert outcome["outcome"] == "timed_out" and outcome["timeout_minutes"] == 0.02
+    assert outcome["detail"].startswith("reached its time limit (0.02 min): stopped by SIGINT (timeout_minutes=0.02)")
+    assert "timeout_minutes=0.02" in todo["body"].splitlines()[0] and 'timeout_minutes=...) gives it' in todo["body"]
+    # an interrupt is not a timeout, and no cap at all is 0 in the knob
+    unbounded, todos2 = engine_factory(fake_claude_bin, fake_env, turn_timeout=0, max_turns=0)
+    free = unbounded.start("free", str(prompt_file), trigger="FAKE:sleep=60")
+    assert free["timeout_minutes"] is None and free["max_turns"] is None
+    assert unbounded.interrupt("free")["outcome"]["outcome"] == "interrupted"
 
 
 @pytest.mark.parametrize(
