@@ -172,7 +172,7 @@ def test_daemon_refuses_bad_settings(tmp_path):
     assert bad_dir.returncode == 1 and "workdir" in bad_dir.stderr and "Traceback" not in bad_dir.stderr
 
 
-@pytest.mark.parametrize("flag, value, message", [("--max-running", "0", "at least 1"), ("--turn-timeout", "0", "must be > 0"),
+@pytest.mark.parametrize("flag, value, message", [("--max-running", "0", "at least 1"), ("--turn-timeout", "-1", ">= 0"), ("--max-turns", "-1", "x>=0"),
                                                   ("--kill-grace", "-1", ">= 0"), ("--log-level", "loud", "is not one of 'debug'")])
 def test_daemon_refuses_knobs_that_cannot_work(tmp_path, flag, value, message):
     out = subprocess.run([str(BIN / "hive-subagent-daemon"), "--claude-bin", sys.executable, "--workdir", str(tmp_path),
