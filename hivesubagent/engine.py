@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from common.call_progress import NO_PROGRESS, Cancellation
 from common.config import SubagentSettings
 from common.todos import Todos
 from common.waiting import WaitSlots, cap_wait
@@ -152,10 +153,11 @@ class SubagentEngine:
         return {"sessions": running + finished, "running": len(running), "more": max(0, len(listed) - LIST_LIMIT)}
 
     def wait_status(self, names: list[str], wait_seconds: float | None = None, want_all: bool = False,
-                    report: waits.Report | None = None) -> dict[str, Any]:
+                    progress: Any = NO_PROGRESS, cancel: Cancellation | None = None) -> dict[str, Any]:
         """`status(names=[...], wait_seconds=N, all=...)` (or one name): wait (capped at 30 s) until the first of
         the named turns running now ends (with `want_all`, every one), then each session's view. A session
-        already finished before the call does not end the wait; with none running it answers at once."""
+        already finished before the call does not end the wait; with none running it answers at once. `progress`
+        and `cancel` are the call's (common/call_progress.py)."""
         names = [session_name(n) for n in names]
         if len(set(names)) != len(names):
             raise SubagentError("names: must not name the same session twice")
@@ -166,8 +168,7 @@ class SubagentEngine:
             if name not in running and self.sessions.find(name) is None:
                 raise SubagentError(f"names: no session named {name!r}: not running, and no transcript in {self.sessions.project_dir}")
         window = cap_wait(wait_seconds, default=0.0)
-        waited = waits.wait_turns(self.table, turns, want_all, window, self._slots,
-                                  lambda t: views.turn_view(t, self.settings.result_chars), report)
+        waited = waits.wait_turns(self.table, turns, want_all, window, self._slots, progress, cancel)
         return {"sessions": [self._status_of(n, None) for n in names], "wait": waited.as_dict()}
 
     def shutdown(self) -> None:

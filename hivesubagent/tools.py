@@ -239,7 +239,7 @@ def _status(engine: SubagentEngine, args: dict, ctx: CallContext) -> ToolResult:
     if args.get("all") and names is None:
         raise ToolError("all: goes with names (it waits for every one of several sessions)")
     if names is not None or (name is not None and "wait_seconds" in args):
-        return _status_wait(engine, [name] if names is None else names, args, single=names is None)
+        return _status_wait(engine, [name] if names is None else names, args, ctx, single=names is None)
     if "wait_seconds" in args:
         raise ToolError("wait_seconds: goes with name or names (the sessions to wait for)")
     data = _call(engine.status, name, args.get("result_offset"))
@@ -248,11 +248,11 @@ def _status(engine: SubagentEngine, args: dict, ctx: CallContext) -> ToolResult:
     return ToolResult(text=render_session(data), data=data)
 
 
-def _status_wait(engine: SubagentEngine, names: list[str], args: dict, single: bool) -> ToolResult:
+def _status_wait(engine: SubagentEngine, names: list[str], args: dict, ctx: CallContext, single: bool) -> ToolResult:
     if args.get("result_offset") is not None:
         raise ToolError("result_offset: pages one finished session's result; call status(name=..., result_offset=N) "
                         "without names or wait_seconds")
-    data = _call(engine.wait_status, names, args.get("wait_seconds"), bool(args.get("all")))
+    data = _call(engine.wait_status, names, args.get("wait_seconds"), bool(args.get("all")), ctx.progress, ctx.cancel)
     if single:
         view = {**data["sessions"][0], "wait": data["wait"]}
         return ToolResult(text=render_waited(view), data=view)

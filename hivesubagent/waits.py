@@ -2,12 +2,10 @@
 closes.
 
 A turn's end wakes the wait through the table's condition (no polling), as does every event of claude's stream
-(`TurnTable.changed_locked`). A wait takes one of the daemon's inline-wait slots (`WaitSlots.held`, the rule the
-bash daemon's waits share); with every slot taken it answers at once, saying so.
-
-Progress while waiting: `wait_turns(report=...)` calls `report` outside the lock after each change, with the
-views of the turns still running (steps, the latest tool, tokens so far): the seam through which a streamed
-answer reports progress (issue 28).
+(`TurnTable.changed_locked`, which counts them). A wait takes one of the daemon's inline-wait slots
+(`WaitSlots.held`, the rule the bash daemon's waits share); with every slot taken it answers at once, saying so.
+The wait is `common.call_progress.paced_wait`: a client that asked for progress gets the running turns' steps,
+latest tool and tokens as they change (at most one a second), and a cancelled call ends the wait at once.
 """
 
 from __future__ import annotations
@@ -16,12 +14,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from common.waiting import WaitSlots, WaitWindow, wait_for
+from common.call_progress import NO_PROGRESS, Cancellation, paced_wait
+from common.humanize import one_line
+from common.waiting import WaitSlots, WaitWindow
 
 from hivesubagent.turn import Turn, TurnState
 from hivesubagent.turns import TurnTable
 
-Report = Callable[[list[dict[str, Any]]], None]
+PROGRESS_CHARS = 199  # one progress message: a line a person reads at a glance
 
 
 @dataclass(frozen=True)
@@ -40,11 +40,10 @@ class WaitOutcome:
 
 
 def wait_turns(table: TurnTable, turns: list[Turn], want_all: bool, window: WaitWindow, slots: WaitSlots,
-               view: Callable[[Turn], dict[str, Any]], report: Report | None = None,
+               progress: Any = NO_PROGRESS, cancel: Cancellation | None = None,
                clock: Callable[[], float] = time.monotonic) -> WaitOutcome:
-    """Wait until one of `turns` (every one with `want_all`) has ended, or `window` passes."""
+    """Wait until one of `turns` (every one with `want_all`) has ended, the call is cancelled, or `window` passes."""
     start = clock()
-    deadline = start + window.seconds
 
     def done() -> bool:
         ended = sum(t.state is TurnState.ENDED for t in turns)
@@ -55,20 +54,25 @@ def wait_turns(table: TurnTable, turns: list[Turn], want_all: bool, window: Wait
         with slots.held() as got:
             skipped = not got
             if got:
-                _wait(table, turns, done, deadline, view, report, clock)
+                paced_wait(table.cond, done, window.seconds, progress, cancel or Cancellation(),
+                           news=lambda: table.changes, message=lambda waited: progress_message(turns, waited), clock=clock)
     with table.cond:
         ended = tuple(t.name for t in turns if t.state is TurnState.ENDED)
     return WaitOutcome(window, clock() - start, skipped, want_all, ended)
 
 
-def _wait(table: TurnTable, turns: list[Turn], done: Callable[[], bool], deadline: float,
-          view: Callable[[Turn], dict[str, Any]], report: Report | None, clock: Callable[[], float]) -> None:
-    while True:
-        with table.cond:
-            seen = table.changes
-            wait_for(table.cond, lambda: done() or (report is not None and table.changes != seen), deadline - clock(), clock)
-            if done() or clock() >= deadline:
-                return
-            running = [view(t) for t in turns if t.state is not TurnState.ENDED]
-        if report is not None:
-            report(running)
+def progress_message(turns: list[Turn], waited: float) -> str:
+    """One line: each turn's steps, its latest tool and tokens so far, or that it ended."""
+    parts = []
+    for turn in turns:
+        if turn.state is TurnState.ENDED:
+            parts.append(f"{turn.name}: ended")
+            continue
+        p = turn.stream.progress.view()
+        part = f"{turn.name}: {p['steps']} step(s)"
+        if p["latest_tool"]:
+            part += f", {p['latest_tool']}"
+        if p["input_tokens"] is not None:
+            part += f", {p['input_tokens'] + p['output_tokens']} tokens"
+        parts.append(part)
+    return one_line(f"waited {waited:.0f}s · " + " · ".join(parts), PROGRESS_CHARS)

@@ -105,3 +105,34 @@ def test_wait_arguments_are_checked(engine_factory, claude_bin, real_env, prompt
     for args, message in cases.items():
         result = tools.call("status", json.loads(args))
         assert result.is_error and message in result.text, (args, result.text)
+
+
+class Reports:
+    """A client that asked for progress: what the wait reported (the transport's side is tests/common's)."""
+
+    wanted = True
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def report(self, progress: float, total: float | None, message: str) -> None:
+        self.messages.append(message)
+
+
+def test_a_wait_reports_the_turns_progress_and_a_cancel_ends_it(engine_factory, claude_bin, real_env, prompt_file, mock_api):
+    from common.call_progress import Cancellation
+
+    engine, _ = engine_factory(claude_bin, real_env)
+    engine.start("pw", str(prompt_file), trigger='pw-1 MOCK:hold=pw\nMOCK:tool=Bash {"command": "echo waited-on"}')
+    reports, cancel, answer = Reports(), Cancellation(), {}
+    waiter = threading.Thread(target=lambda: answer.update(engine.wait_status(["pw"], 30, progress=reports, cancel=cancel)),
+                              daemon=True)
+    waiter.start()
+    # the wait's own reports: nothing notifies the test of them, so poll
+    wait_until(lambda: any("pw: " in m and "Bash" in m for m in reports.messages), 30, "a progress report naming the Bash call")
+    assert all(len(m) < 200 and m.startswith("waited ") for m in reports.messages), reports.messages
+    cancel.fire()
+    waiter.join(5)
+    assert not waiter.is_alive(), "a cancelled wait did not end"
+    assert answer["sessions"][0]["running"] is True and answer["wait"]["waited"] < 30
+    mock_api.release("pw")
