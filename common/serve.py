@@ -24,9 +24,9 @@ from common.config import ServerSettings
 from common.connection_guard import SWEEP_SECONDS, ConnectionPolicy, allowed_uids
 from common.connection_guard import install as install_connection_guard
 from common.http_guard import is_loopback_address, read_token_file
-from common.safe_files import create_fresh
 from common.state_dir import share_gid
 from common.waiting import Doorbell
+from common.whole_files import replace_whole
 
 log = logging.getLogger(__name__)
 
@@ -70,13 +70,8 @@ def check_can_serve(settings: ServerSettings) -> None:
 
 
 def write_ready_file(path: Path, url: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = create_fresh(str(tmp), os.O_WRONLY, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump({"url": url, "pid": os.getpid()}, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    data = json.dumps({"url": url, "pid": os.getpid()}).encode()
+    replace_whole(str(path), data, str(path.with_name(path.name + ".tmp")), fsync=True)
 
 
 def _url(host: str, port: int) -> str:

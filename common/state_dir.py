@@ -13,6 +13,7 @@ The lock file descriptor is close-on-exec: a task outliving its daemon must not 
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import grp
 import logging
@@ -92,6 +93,23 @@ def check_tree(top: Path) -> None:
             if entry.is_dir(follow_symlinks=False):
                 _check_dir(Path(entry.path), entry.stat(follow_symlinks=False))
                 pending.append(Path(entry.path))
+
+
+def remake_dir(path: Path | str, mode: int = PRIVATE_DIR_MODE) -> bool:
+    """Make a directory of the state tree again after it was removed while the daemon ran (an operator's
+    `rm -r`), with the mode it had at start; True when it was made, False when a directory of ours is there.
+    What else is found there (a link, a file, a directory another uid owns or may write) is refused as at
+    start, with an OSError naming the rule."""
+    try:
+        os.mkdir(path, mode)
+    except FileExistsError:
+        try:
+            _check_dir(Path(path), os.lstat(path))
+        except StateDirRefused as exc:
+            raise OSError(errno.EPERM, exc.message) from None
+        return False
+    os.chmod(path, mode)  # past the umask
+    return True
 
 
 def _check_dir(path: Path, info: os.stat_result) -> None:

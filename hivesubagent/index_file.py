@@ -28,6 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from common.whole_files import replace_whole
 from hivesubagent.transcript import TranscriptReader
 from hivesubagent.transcript_index import TranscriptIndex, _Entry, _Mark
 
@@ -93,14 +94,7 @@ def save(index: TranscriptIndex, path: Path) -> None:
     """Write the index whole to a new file beside `path`, then rename it over `path` (0600, no links)."""
     data = {"format": FORMAT, "entries": index.export(_entry_data)}
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, separators=(",", ":"))
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    replace_whole(str(path), json.dumps(data, separators=(",", ":")).encode(), str(tmp))
 
 
 def load(path: Path) -> dict[str, _Entry]:

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from common.safe_files import create_fresh
+from common.whole_files import replace_whole
 
 RECORD_NAME = "sessions-where.json"
 PLACING_VARIABLES = ("HOME", "CLAUDE_CONFIG_DIR", "CLAUDE_CODE_PROJECT_DIR_NAME")
@@ -21,11 +21,7 @@ def write_record(state_dir: Path, workdir: Path, env: Mapping[str, str]) -> None
     """Replace the record atomically; 0600, never through a link."""
     record = {"workdir": str(workdir), "env": {k: env[k] for k in PLACING_VARIABLES if k in env}}
     path = Path(state_dir) / RECORD_NAME
-    tmp = path.with_name(f".{RECORD_NAME}.{os.getpid()}")
-    fd = create_fresh(str(tmp), os.O_WRONLY, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(record, f)
-    os.replace(tmp, path)
+    replace_whole(str(path), json.dumps(record).encode(), str(path.with_name(f".{RECORD_NAME}.{os.getpid()}")))
 
 
 def read_record(state_dirs: list[Path]) -> tuple[Path, dict[str, str], Path] | None:

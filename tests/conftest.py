@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from daemon_harness import ECHO_SERVER, DaemonProcess, start_daemon, todo_sink
+from small_disk import mount_small_disk, unmount
 
 # A shell without job control starts a background command (`scripts/test &`, `nohup`) with SIGINT ignored, and
 # an ignored signal stays ignored across exec: every task the in-process engines of these tests started would
@@ -45,3 +46,11 @@ def sink():
     """A running `hive-todos serve`; the value is its socket path (pass it as --agent-socket)."""
     with todo_sink() as path:
         yield path
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 2 MiB tmpfs at tmp_path/disk for the full-disk tests (skipped, saying why, where it cannot be mounted)."""
+    disk = mount_small_disk(tmp_path / "disk", 2 * 1024 * 1024)
+    yield disk
+    unmount(disk)

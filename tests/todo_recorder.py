@@ -28,6 +28,9 @@ class TodoRecorder:
             self.cond.notify_all()
         return True
 
+    def repair(self) -> bool:
+        return False  # no outbox: nothing can be removed under it
+
     def for_key(self, key: str) -> list[tuple]:
         with self.cond:
             return [c for c in self.calls if c[1] == key]

@@ -20,11 +20,14 @@ log = logging.getLogger(__name__)
 
 
 class Todos(Protocol):
-    """The producer's side: both engines call only these two, and neither may block nor raise."""
+    """The producer's side: both engines call these, and none may block for long nor raise."""
 
     def upsert(self, key: str, summary: str, body: str, data: dict | None = None) -> Any: ...
 
     def clear(self, key: str) -> Any: ...
+
+    def repair(self) -> Any:
+        """Make the outbox again if it was removed under the daemon; called off the tool calls' path."""
 
 
 class NoTodos:
@@ -34,4 +37,7 @@ class NoTodos:
         log.info("todo %s: %s", key, summary)
 
     def clear(self, key: str) -> None:
+        pass
+
+    def repair(self) -> None:
         pass

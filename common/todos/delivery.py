@@ -152,6 +152,15 @@ class TodoDelivery:
             if self._state != CLOSED and not self._thread.is_alive():
                 self._set_state_locked(CLOSED)
 
+    def repair(self) -> bool:
+        """Make the outbox again from memory if it was removed under the daemon (one fstat); True if it was."""
+        try:
+            with self._cond:
+                return self._outbox.repair_if_removed()
+        except Exception:  # noqa: BLE001 - called after answers: must never fail one
+            log.exception("%s todo outbox could not be checked", self.source)
+            return False
+
     def pending_keys(self) -> list[str]:
         """Keys not yet acknowledged by the harness, oldest change first."""
         with self._cond:
@@ -200,6 +209,7 @@ class TodoDelivery:
             entry = self._next_entry()
             if entry is None:
                 return
+            self.repair()  # here, off the callers' path: a removed journal is made again before it is needed
             try:
                 outcome = self._send(entry)
             except Exception as e:  # noqa: BLE001 - the thread must outlive any surprise; retry later

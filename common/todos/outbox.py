@@ -15,10 +15,17 @@ The journal is rewritten with only the pending entries (temp file, rename) when 
 COMPACT_MIN_LINES and four times the entries still pending, at start-up, and after a failed write (a partial
 line must not run into the next one). A line that does not parse (a power cut in the middle of a write) is
 skipped with a warning.
+
+A full disk (issue 25): the journal keeps ROOM bytes of disk blocks allocated past its end
+(common/whole_files.reserve), topped up as lines use them, so lines still land while the disk is full. What
+cannot be written even so is kept in memory, written by the next rewrite, and said in the log (how many todos
+a crash would lose now). A journal removed under the daemon (`rm -r todos/`) is made again from memory by
+`repair_if_removed`, which the delivery thread and the engines call off the tool calls' path.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -26,8 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common.safe_files import NOFOLLOW, create_fresh
+from common.safe_files import NOFOLLOW
+from common.state_dir import remake_dir
 from common.todos.wire import os_reason
+from common.whole_files import replace_whole, reserve, write_all
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +44,7 @@ OUTBOX_DIRNAME = "todos"  # under the daemon's state directory; one subdirectory
 JOURNAL_NAME = "outbox.jsonl"
 FILE_MODE = 0o600
 COMPACT_MIN_LINES = 4096  # lines; below this a journal is never rewritten while running (a few MiB at most)
+ROOM = 64 * 1024  # bytes of disk kept allocated past the journal's end: a few dozen todos while the disk is full
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,9 @@ class Outbox:
         self._lines = 0  # lines in the journal since it was last rewritten
         self._live: dict[str, Stored] = {}  # what a rewrite keeps
         self._needs_rewrite = False
+        self._size = 0  # bytes in the journal
+        self._room_to = 0  # the journal's disk blocks are allocated up to here (0: no room kept, or none can be)
+        self.unsaved = False  # a change is in memory only (the last write failed): a crash would lose it
         self.usable = self._prepare()
 
     def _prepare(self) -> bool:
@@ -95,40 +108,71 @@ class Outbox:
                 self.rewrite()  # the new line is in self._live already (or its removal is)
                 return
             data = json.dumps(line, ensure_ascii=False).encode("utf-8", "replace") + b"\n"
-            written = os.write(self._fd, data)
-            if written != len(data):
-                raise OSError(0, f"short write ({written} of {len(data)} bytes)")
+            write_all(self._fd, data)
             if self.fsync:
                 os.fsync(self._fd)
             self._lines += 1
+            self._size += len(data)
+            if self._room_to and self._room_to - self._size < ROOM // 2:
+                self._keep_room()
         except OSError as e:
-            self._needs_rewrite = True  # a partial line must not run into the next one
-            log.error("todo outbox: could not write %s (%s); kept in memory, rewritten at the next change",
-                      self.journal, os_reason(e))
+            self._failed(e)
+
+    def _failed(self, e: OSError) -> None:
+        self._needs_rewrite = True  # a partial line must not run into the next one
+        if not self.unsaved:
+            log.error("todo outbox: could not write %s (%s): %d pending todo(s) are kept in memory only, and a "
+                      "crash would lose them; written again at the next change", self.journal, os_reason(e),
+                      len(self._live))
+        self.unsaved = True
+
+    def _keep_room(self) -> None:
+        """Keep ROOM bytes allocated past the end; on a full disk, what is left of the room serves meanwhile."""
+        try:
+            reserve(self._fd, self._size + ROOM)
+            self._room_to = self._size + ROOM
+        except OSError as e:
+            if e.errno == errno.ENOSPC:
+                log.warning("todo outbox: the disk is full; %d bytes of room are left for todos (%s)",
+                            max(0, self._room_to - self._size), self.journal)
+                self._room_to = max(self._room_to, self._size + 1)  # try again after the next line
+            else:  # the file system keeps no room (EOPNOTSUPP): write as it comes
+                self._room_to = 0
 
     def _grown_too_long(self) -> bool:
         return self._lines >= COMPACT_MIN_LINES and self._lines >= 4 * len(self._live)
 
     def rewrite(self) -> None:
         """Replace the journal by the pending entries alone (temp file, rename); reopen it for appending."""
-        tmp = self.directory / f".{JOURNAL_NAME}.tmp"
         data = b"".join(json.dumps({"seq": s.seq, "key": s.key, "message": s.message}, ensure_ascii=False)
                         .encode("utf-8", "replace") + b"\n" for s in sorted(self._live.values(), key=lambda s: s.seq))
         self.close()
-        fd = create_fresh(str(tmp), os.O_WRONLY, FILE_MODE)
-        try:
-            view = memoryview(data)
-            while view:  # a journal of many pending todos can be megabytes: write(2) may take only part
-                view = view[os.write(fd, view):]
-            if self.fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.journal)
+        # Whole or not at all: on a full disk the old journal stays, and with it every line written before.
+        replace_whole(str(self.journal), data, str(self.directory / f".{JOURNAL_NAME}.tmp"), FILE_MODE, self.fsync)
         self._sync_dir()
         self._fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
-        self._lines = len(self._live)
+        self._lines, self._size, self._room_to = len(self._live), len(data), len(data) + 1
+        self._keep_room()
         self._needs_rewrite = False
+        if self.unsaved:
+            log.info("todo outbox: %s is whole again (%d pending todo(s) on disk)", self.journal, len(self._live))
+            self.unsaved = False
+
+    def repair_if_removed(self) -> bool:
+        """Make the journal again, from memory, if it was removed under us (its directory too): appends to a
+        removed file reach no disk. One fstat. True when it was made again."""
+        if not self.usable or self._fd is None or os.fstat(self._fd).st_nlink > 0:
+            return False
+        log.warning("todo outbox %s was removed while the daemon ran: made again with the %d pending todo(s)",
+                    self.journal, len(self._live))
+        try:
+            for level in (self.directory.parent, self.directory):
+                remake_dir(level)
+            self.rewrite()
+        except OSError as e:
+            self._failed(e)
+            return False
+        return True
 
     def close(self) -> None:
         if self._fd is not None:
