@@ -8,6 +8,7 @@ import threading
 import time
 from typing import Callable
 
+from common.call_progress import NO_PROGRESS, Cancellation
 from common.tools import never_gone
 from common.waiting import WaitSlots, WaitWindow
 
@@ -18,6 +19,7 @@ from .process_ops import ProcessOps
 from .store import TaskStore
 from .todo_rules import TodoRules
 from .views import Outcome, TaskView, read_output
+from .wait_progress import WaitTelling
 
 
 class Answers:
@@ -36,19 +38,23 @@ class Answers:
 
     def wait(self, entries: list[TaskEntry], window: WaitWindow, from_run: bool,
               client_gone: Callable[[], bool] = never_gone, watches=(), wait_for: str | None = None,
-              operator: bool = False, view: ov.ViewRequest | None = None, shows: bool = True) -> Outcome:
+              operator: bool = False, view: ov.ViewRequest | None = None, shows: bool = True,
+              cancel: Cancellation | None = None, progress=NO_PROGRESS) -> Outcome:
         """Inline wait (the caller registered as a waiter of each entry under the lock). No free slot: answer
-        at once.
+        at once. A cancel ends it at once; a client that asked for progress gets it meanwhile.
 
-        A caller that hung up while waiting will never read the result: it is left as the completion todo
-        instead of counting as seen; so is a result only an operator saw."""
+        A caller that hung up or cancelled will never read the result: it is left as the completion todo
+        instead of counting as seen (and no cursor moves); so is a result only an operator saw."""
         skipped = not self.slots.try_acquire()
         start = time.monotonic()
         matched, matched_id = None, None
         try:
             if not skipped:
+                telling = (WaitTelling(self.tasks_changed, entries, self.sources, wait_for, time.monotonic)
+                           if progress.wanted else None)
                 matched, matched_id = inline_wait.wait_any(self.tasks_changed, entries, window.seconds, time.monotonic,
-                                                           list(watches))
+                                                           list(watches), cancel=cancel, progress=progress,
+                                                           telling=telling)
             with self.tasks_changed:
                 for entry in entries:
                     entry.inline_waiters -= 1
@@ -62,7 +68,7 @@ class Answers:
                 self.slots.release()
         first = next((e for e in entries if e.id == matched_id or e.task.terminal), entries[0])
         truncated = [f"{task_id} {w.source.stream}" for task_id, w in watches if w.truncated]
-        return Outcome(self.view(first.id, view, shows), window, waited, wait_skipped=skipped, wait_for=wait_for,
+        return Outcome(self.view(first.id, view, shows and not client_gone()), window, waited, wait_skipped=skipped, wait_for=wait_for,
                        matched=matched, matched_id=matched_id, truncated=truncated, notices=self.notices)
 
     def sources(self, task_id: str) -> list[ov.Source]:

@@ -26,6 +26,7 @@ from typing import Callable
 from common import waiting
 from common.after_answer import after_answer
 from common.config import BashSettings
+from common.call_progress import NO_PROGRESS, Cancellation
 from common.todos import NoTodos, Todos
 from common.tools import never_gone
 from common.waiting import WAIT_CAP_SECONDS, Doorbell, WaitSlots, cap_wait, wait_for
@@ -158,7 +159,8 @@ class Engine:
 
     def run(self, cmd: str, timeout_secs: float | None = None, wait_seconds: float | None = None,
             name: str | None = None, cwd: str | None = None, client_gone: Callable[[], bool] = never_gone,
-            wait_for: str | None = None, stdin: str | None = None) -> Outcome:
+            wait_for: str | None = None, stdin: str | None = None, cancel: Cancellation | None = None,
+            progress=NO_PROGRESS) -> Outcome:
         """Submit `bash -c cmd`; wait inline up to the capped window (or until a line of its output matches
         `wait_for`); see todo_rules.py for todos. `client_gone()` says whether the caller hung up during the
         wait (then the result becomes a todo). `stdin`: "null", "pipe" or "tty" (task_input.py)."""
@@ -209,7 +211,8 @@ class Engine:
             return Outcome(self.answers.view(task_id, shows=True), window, 0.0, notices=self.notices)
         watches = (inline_wait.watches_for([entry], self.answers.sources, wait_for, from_start=True) if kind == NULL
                    else prompt_watches(entry, self.sender.sources(entry), wait_for, from_start=True)) if wait_for else []
-        return self.answers.wait([entry], window, from_run=True, client_gone=client_gone, watches=watches, wait_for=wait_for)
+        return self.answers.wait([entry], window, from_run=True, client_gone=client_gone, watches=watches,
+                                 wait_for=wait_for, cancel=cancel, progress=progress)
 
     def _new_id(self) -> str:
         return f"{self._ids.getrandbits(32):08x}"
@@ -259,7 +262,7 @@ class Engine:
     def status(self, task_id: str | None = None, wait_seconds: float | None = None,
                client_gone: Callable[[], bool] = never_gone, *, ids: list[str] | None = None,
                wait_for: str | None = None, view: ov.ViewRequest | None = None,
-               operator: bool = False) -> Outcome | ManyOutcome:
+               operator: bool = False, cancel: Cancellation | None = None, progress=NO_PROGRESS) -> Outcome | ManyOutcome:
         """One task (`task_id`), or several (`ids`: the wait ends when the first ends). `view` chooses what of
         the output the answer shows. An `operator`'s status is not the agent's read: it clears no todo and
         moves no new_only cursor."""
@@ -283,7 +286,8 @@ class Engine:
         if registered:
             watches = self._watches(entries, wait_for) if wait_for else []
             outcome = self.answers.wait(entries, window, from_run=False, client_gone=client_gone, watches=watches,
-                                 wait_for=wait_for, operator=operator, view=view, shows=shows)
+                                 wait_for=wait_for, operator=operator, view=view, shows=shows, cancel=cancel,
+                                 progress=progress)
         else:
             first = next((e for e in entries if e.task.terminal), entries[0])
             outcome = Outcome(self.answers.view(first.id, view, shows), window, 0.0, wait_for=wait_for, notices=self.notices)

@@ -185,7 +185,8 @@ def build_registry(engine: Engine | None) -> ToolRegistry:
     def run(args, ctx):
         outcome = engine.run(args["cmd"], timeout_secs=args.get("timeout_secs"), wait_seconds=args.get("wait_seconds"),
                              name=args.get("name"), cwd=args.get("cwd"), client_gone=ctx.client_gone,
-                             wait_for=args.get("wait_for"), stdin=args.get("stdin"))
+                             wait_for=args.get("wait_for"), stdin=args.get("stdin"), cancel=ctx.cancel,
+                             progress=ctx.progress)
         return outcome_result(outcome, started_form=True)
 
     def send(args, ctx):
@@ -200,7 +201,8 @@ def build_registry(engine: Engine | None) -> ToolRegistry:
         if args.get("ids") is not None and view != ov.ViewRequest():
             raise ToolError("ids: shows one line a task; ask for a view (grep, from_line, stream, new_only) with id")
         outcome = engine.status(args.get("id"), wait_seconds=args.get("wait_seconds"), client_gone=ctx.client_gone,
-                                ids=args.get("ids"), wait_for=args.get("wait_for"), view=view, operator=ctx.operator)
+                                ids=args.get("ids"), wait_for=args.get("wait_for"), view=view, operator=ctx.operator,
+                                cancel=ctx.cancel, progress=ctx.progress)
         if isinstance(outcome, ManyOutcome):
             return many_result(outcome)
         return outcome_result(outcome, started_form=False)

@@ -8,6 +8,7 @@ ts_client.mjs records every HTTP exchange and prints what the client saw as one 
 import http.client
 import json
 import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -67,3 +68,22 @@ def test_ts_client_terminated_session_is_gone(ts_run, echo_daemon):
     status = conn.getresponse().status
     conn.close()
     assert status == 404, "the session the SDK ended with DELETE must be unknown afterwards"
+
+
+BASH_DAEMON = str(Path(sys.executable).parent / "hive-bash-daemon")
+
+
+def test_ts_client_onprogress_and_cancel(daemon_factory, tmp_path, node22, ts_sdk_modules):
+    """onprogress gets the task's lines during a 3 s wait; an aborted call frees the one wait slot at once."""
+    daemon = daemon_factory([BASH_DAEMON, "--state-dir", str(tmp_path / "state"), "--max-inline-waits", "1"])
+    proc = subprocess.run([str(node22), str(HERE / "ts_progress.mjs"), daemon.url, str(ts_sdk_modules)],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, f"ts_progress.mjs failed (rc {proc.returncode}):\n{proc.stderr[-3000:]}\n{daemon.log()[-2000:]}"
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    messages = [p["message"] for p in seen["progress"]]
+    assert any('last: "step' in m for m in messages), messages
+    assert all(p["total"] == 3 for p in seen["progress"]), seen["progress"]
+    assert "task started" in seen["result"]["content"][0]["text"]
+    assert seen["cancelled"] and "enough" in seen["cancelled"], seen
+    again = seen["again"]["content"][0]["text"]
+    assert "second" in again and "busy" not in again, again

@@ -1,0 +1,132 @@
+"""What a waiting `run`/`status` streams to a client that asked for progress (the official Python SDK client's
+progress_callback, against the real daemon), and what a cancel of such a wait does: it ends at once, frees
+its wait slot, the task runs on and its completion todo is still sent."""
+
+import re
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.client.client import Client
+
+from daemon_harness import sink_todos, wait_until
+
+DAEMON = str(Path(sys.executable).parent / "hive-bash-daemon")
+TICKING = "for i in 1 2 3 4 5 6; do echo \"step $i of 6\"; sleep 1; done"
+
+
+@pytest.fixture
+def bash_daemon(daemon_factory, tmp_path):
+    def start(*extra):
+        return daemon_factory([DAEMON, "--state-dir", str(tmp_path / "state"), "--kill-grace", "0.3", *extra])
+    return start
+
+
+async def _call(url, mode, tool, arguments, progress=True):
+    seen = []
+
+    async def on_progress(progress, total, message):
+        seen.append((time.monotonic(), progress, total, message))
+
+    async with Client(url, mode=mode) as client:
+        result = await client.call_tool(tool, arguments, progress_callback=on_progress if progress else None)
+    return seen, result
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+def test_a_waiting_run_streams_the_tasks_lines(bash_daemon, mode):
+    d = bash_daemon()
+    seen, result = anyio.run(_call, d.url, mode, "run", {"cmd": TICKING, "wait_seconds": 3})
+    assert result.is_error is False and "task started" in result.content[0].text
+    assert seen, "no progress during a 3 s wait on a task that prints a line a second"
+    messages = [m for _, _, _, m in seen]
+    assert any(re.search(r'last: "step \d of 6"', m) for m in messages), messages
+    assert all(m.startswith("running ") and len(m) < 200 for m in messages), messages
+    assert all(total == 3 for _, _, total, _ in seen)
+    progress = [p for _, p, _, _ in seen]
+    assert progress == sorted(progress) and len(set(progress)) == len(progress) and progress[-1] <= 3
+    times = [t for t, _, _, _ in seen]
+    assert all(b - a >= 0.9 for a, b in zip(times, times[1:])), f"more than one notification a second: {times}"
+
+
+def test_status_with_wait_for_says_what_it_waits_for(bash_daemon):
+    d = bash_daemon()
+    _, started = anyio.run(_call, d.url, "2026-07-28", "run", {"cmd": TICKING, "name": "ticks", "wait_seconds": 0})
+    seen, result = anyio.run(_call, d.url, "2026-07-28", "status",
+                             {"id": "ticks", "wait_seconds": 10, "wait_for": "step 5"})
+    assert "step 5" in result.content[0].text
+    assert seen and all(m.startswith("waiting for /step 5/ · running ") for _, _, _, m in seen), seen
+    assert re.search(r"\d+ lines? · last", seen[-1][3]), seen[-1][3]
+
+
+def test_a_call_without_progress_gets_no_stream(bash_daemon):
+    d = bash_daemon()
+    seen, result = anyio.run(_call, d.url, "2026-07-28", "run", {"cmd": "echo hi; sleep 1.5", "wait_seconds": 3},
+                             False)
+    assert seen == [] and "hi" in result.content[0].text and "done" in result.content[0].text
+
+
+def test_a_quick_task_with_a_token_is_answered_without_progress(bash_daemon):
+    """Nothing is told in a wait's first second: a task that ends sooner gets its answer alone."""
+    d = bash_daemon()
+    seen, result = anyio.run(_call, d.url, "legacy", "run", {"cmd": "echo quick", "wait_seconds": 3})
+    assert seen == [] and "quick" in result.content[0].text
+
+
+async def _cancel_then_wait_again(url: str, mode: str):
+    first = anyio.Event()
+
+    async def on_progress(progress, total, message):
+        first.set()
+
+    async with Client(url, mode=mode) as client:
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: client.call_tool("run", {"cmd": "echo a; sleep 30", "name": "long",
+                                                             "wait_seconds": 30}, progress_callback=on_progress))
+            with anyio.fail_after(10):
+                await first.wait()
+            group.cancel_scope.cancel()
+        cancelled = time.monotonic()
+        # One wait slot (--max-inline-waits 1): this waits only if the cancel gave it back.
+        again = await client.call_tool("run", {"cmd": "sleep 0.5; echo second", "wait_seconds": 10})
+        answered = time.monotonic()
+        listing = await client.call_tool("list", {})
+    return again, answered - cancelled, listing
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+def test_a_cancelled_wait_frees_its_slot_and_the_task_runs_on(bash_daemon, sink, mode):
+    d = bash_daemon("--max-inline-waits", "1", "--agent-socket", str(sink))
+    again, took, listing = anyio.run(_cancel_then_wait_again, d.url, mode)
+    text = again.content[0].text
+    assert "second" in text and "busy" not in text and "done" in text, text
+    assert took < 5, f"the second wait took {took:.1f}s"
+    assert re.search(r"long\s+running", listing.content[0].text), listing.content[0].text
+    # The cancelled wait never answered: the task's todo is still on the agent's board.
+    todos = wait_until(lambda: [t for t in sink_todos(sink, strict=False) if t["key"] == "long"], 10, "the running todo")
+    assert "running" in todos[0]["summary"], todos
+
+
+def test_a_line_after_a_quiet_second_is_told_at_once(bash_daemon):
+    """The first line comes 1.5 s into the wait: it is told then, not at the next heartbeat (2 s)."""
+    d = bash_daemon()
+    seen, _ = anyio.run(_call, d.url, "2026-07-28", "run", {"cmd": "sleep 1.5; echo late; sleep 5", "wait_seconds": 3})
+    first = next((p, m) for _, p, _, m in seen if "late" in m)
+    assert first[0] < 2.0, f"the line was told at {first[0]}s of the wait, with the heartbeat: {seen}"
+
+
+def test_the_message_of_a_wait_on_several_tasks(engine):
+    from hivebash.wait_progress import WaitTelling
+
+    engine.run("echo one; sleep 30", name="a", wait_seconds=0)
+    engine.run("sleep 0.5; printf 'x\\ny\\n' >&2; sleep 30", name="b", wait_seconds=0)
+    with engine.tasks_changed:
+        entries = [engine.table.get_locked("a"), engine.table.get_locked("b")]
+    telling = WaitTelling(engine.tasks_changed, entries, engine.answers.sources, None, time.monotonic)
+    wait_until(lambda: telling.news() and "3 lines" in telling.message(), 10, "both tasks' output")
+    message = telling.message()
+    assert message.startswith("first of 2 to end: 2 running · 3 lines · last (b): \"y\""), message
+    engine.kill("a", force=True)
+    engine.kill("b", force=True)
