@@ -29,12 +29,14 @@ from common.cli_base import (
 )
 from common.config import BashSettings, click_options
 
+from .cli_interactive import attach_cmd, send_cmd
+
 STATE_EXIT = {"timed_out": 124, "interrupted": 125, "killed": 137}
 DEFAULT_PORT = 7711
 FOLLOW_STEP = 1.0  # seconds: `tail -f` waits this long on the daemon's condition between reads
 EXIT_CODES = (
     (0, "the call worked (for `run`: the task still runs, or finished with exit code 0)"),
-    ("N", "`run --wait` / `tail -f` / `wait` saw the task finish: its own exit code"),
+    ("N", "`run --wait` / `tail -f` / `wait` / `send` / `attach` saw the task finish: its own exit code"),
     (124, "the task timed out"),
     (125, "the task was interrupted (a daemon restart)"),
     (137, "the task was killed"),
@@ -123,10 +125,12 @@ def main(ctx: click.Context, url: str, token_file: Path | None, timeout: float) 
               help="Seconds to wait for the result (the daemon caps it at 30); the exit code is then the task's.")
 @click.option("--cwd", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Working directory of the task [default: this shell's].")
+@click.option("--stdin", type=click.Choice(["null", "pipe", "tty"]), default=None,
+              help="The task's input: null (/dev/null, the default), pipe or tty (then `send` and `attach` type into it).")
 @json_option
 @click.pass_obj
 def run_cmd(client: DaemonClient, cmd: tuple[str, ...], name: str | None, timeout_secs: int | None,
-            wait_seconds: float, cwd: Path | None, as_json: bool) -> None:
+            wait_seconds: float, cwd: Path | None, stdin: str | None, as_json: bool) -> None:
     """Run CMD (joined with spaces, as `bash -c`) in the background. Quote it to keep shell syntax for the task.
 
     Options come before CMD: everything from CMD's first word on is the command's, options included
@@ -134,7 +138,7 @@ def run_cmd(client: DaemonClient, cmd: tuple[str, ...], name: str | None, timeou
     `make test --json`).
     """
     args = {"cmd": " ".join(cmd), "name": name, "timeout_secs": timeout_secs, "wait_seconds": wait_seconds,
-            "cwd": str((cwd or Path.cwd()).absolute())}
+            "cwd": str((cwd or Path.cwd()).absolute()), "stdin": stdin}
     result = client.call("run", args, as_json=as_json, wait=wait_seconds)
     show(result, as_json)
     sys.exit(_exit_for(result.data))
@@ -193,6 +197,10 @@ def wait_cmd(client: DaemonClient, task_ids: tuple[str, ...], wait_seconds: floa
     show(result, as_json)
     ended = [t for t in data.get("tasks", []) if t.get("id") in set(data.get("ended") or ())]
     sys.exit(_exit_for(ended[0]) if ended else 0)
+
+
+main.add_command(send_cmd)
+main.add_command(attach_cmd)
 
 
 @main.command("kill")

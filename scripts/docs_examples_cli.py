@@ -14,10 +14,11 @@ def examples() -> dict[str, str]:
     from hivesubagent.cli import main as subagent_main
 
     programs = {"hive-bash": (bash_main, []), "hive-bash-run": (bash_main, ["run"]),
+                "hive-bash-send": (bash_main, ["send"]), "hive-bash-attach": (bash_main, ["attach"]),
                 "hive-subagent": (subagent_main, []), "hive-todos": (todos_main, [])}
     out = {}
     for name, (program, args) in programs.items():
-        prog = name.removesuffix("-run")
+        prog = name.removesuffix(f"-{args[0]}") if args else name
         shown = CliRunner().invoke(program, [*args, "--help"], prog_name=prog, env={"COLUMNS": WIDTH})
         command = " ".join([prog, *args, "--help"])
         out[f"help-{name}"] = f"`{command}` prints:\n\n" + fenced(shown.output)
