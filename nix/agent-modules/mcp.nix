@@ -305,7 +305,7 @@ in
     };
 
     systemd.services = {
-      # hive-bash: serves run, status, kill, list (mcp__bash__*) on bashHttpPort.
+      # hive-bash: serves run, status, send, kill, list (mcp__bash__*) on bashHttpPort.
       ${bash.unit} = mkService bash ({
         HIVE_BASH_PORT = toString cfg.bashHttpPort;
         HIVE_BASH_MAX_RUNNING = toString cfg.bashMaxRunning;

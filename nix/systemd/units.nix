@@ -15,10 +15,10 @@ rec {
       unit = "hive-bash";
       command = "hive-bash-daemon";
       envPrefix = "HIVE_BASH";
-      description = "hive-bash-daemon: background shell tasks as MCP tools (run, status, kill, list)";
+      description = "hive-bash-daemon: background shell tasks as MCP tools (run, status, send, kill, list)";
       # Every tool the daemon serves; the option description and the comments beside the units list these.
       # `list` is our extension to the seed's run/status/kill.
-      tools = [ "run" "status" "kill" "list" ];
+      tools = [ "run" "status" "send" "kill" "list" ];
       # Defaults of the daemon's own knobs (common/config.py, BashSettings); tests/nix checks they agree.
       port = 7711;
       maxRunning = 32;
