@@ -309,6 +309,7 @@ class McpApp:
             "protocolVersion": negotiated,
             "capabilities": {"tools": {"listChanged": False}},
             "serverInfo": self.server_info,
+            **self.methods.instructions(),
         }
         result = self.methods.serialise("initialize", negotiated, result)
         return JsonAnswer({"jsonrpc": "2.0", "id": request_id, "result": result}, headers={SESSION_HEADER: session.id})

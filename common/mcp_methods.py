@@ -50,6 +50,11 @@ class McpMethods:
     def __init__(self, registry: ToolRegistry):
         self.registry = registry
 
+    def instructions(self) -> dict[str, str]:
+        """The server-wide guidance for `initialize` and `server/discover` results (none: the key is left out)."""
+        text = self.registry.instructions
+        return {"instructions": text} if text else {}
+
     def dispatch(self, method: str, params: Any, version: str, modern: bool, call: Any = None) -> dict:
         """One method's result; `call` (common/event_stream.StreamedCall) links a tools/call to its client."""
         if params is not None and not isinstance(params, dict):
@@ -70,6 +75,7 @@ class McpMethods:
                 "capabilities": {"tools": {"listChanged": False}},
                 "ttlMs": TOOL_LIST_TTL_MS,
                 "cacheScope": "public",
+                **self.instructions(),
             }
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", data=method)
 

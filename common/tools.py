@@ -199,9 +199,11 @@ def _check_encodable(value: Any, where: str) -> None:
 
 
 class ToolRegistry:
-    """The tools one server offers, by name, in declaration order."""
+    """The tools one server offers, by name, in declaration order, and the server-wide guidance a model reads
+    once (`instructions`: MCP's `initialize` and `server/discover` carry it)."""
 
-    def __init__(self, tools: list[Tool] | tuple[Tool, ...] = ()):
+    def __init__(self, tools: list[Tool] | tuple[Tool, ...] = (), instructions: str | None = None):
+        self.instructions = instructions
         self._tools: dict[str, Tool] = {}
         # One validator a tool, built at registration: building one (a referencing registry and resolver) costs
         # ~10% of the Python time of a tools/call (py-spy, scripts/bench.py throughput). Most calls are

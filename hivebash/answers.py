@@ -9,6 +9,7 @@ import time
 from typing import Callable
 
 from common.call_progress import NO_PROGRESS, Cancellation
+from common.notices import Notices
 from common.tools import never_gone
 from common.waiting import WaitSlots, WaitWindow
 
@@ -26,7 +27,7 @@ class Answers:
     """Views and inline waits over the engine's table (methods take `tasks_changed` themselves)."""
 
     def __init__(self, tasks_changed: threading.Condition, table: TaskTable, todo_rules: TodoRules,
-                 store: TaskStore, ops: ProcessOps, slots: WaitSlots, notices: bool, tail_bytes: int):
+                 store: TaskStore, ops: ProcessOps, slots: WaitSlots, notices: Notices, tail_bytes: int):
         self.tasks_changed = tasks_changed
         self.table = table
         self.todo_rules = todo_rules

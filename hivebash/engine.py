@@ -27,6 +27,7 @@ from common import waiting
 from common.after_answer import after_answer
 from common.config import BashSettings
 from common.call_progress import NO_PROGRESS, Cancellation
+from common.notices import Notices
 from common.todos import NoTodos, Todos
 from common.tools import never_gone
 from common.waiting import WAIT_CAP_SECONDS, Doorbell, WaitSlots, cap_wait, wait_for
@@ -77,7 +78,7 @@ class Engine:
         self._wake = Doorbell()  # rung by task ends and new orphan watches; must take no lock
         self.reaper = OrphanReaper(on_watch=self._wake.ring)
         self.default_cwd = os.getcwd()  # a task's cwd when none is given: the daemon's, which never changes
-        self.notices = settings.agent_socket is not None  # else no todo reaches the agent: answers say so
+        self.notices = Notices.for_socket(settings.agent_socket)  # else no todo reaches the agent: answers say so
         # Ids and marker nonces need to be unique, not secret (a marker only names a task's processes to this
         # daemon). A generator seeded once from the OS makes them without a syscall: getrandom would give up the GIL
         # on every run() (scripts/bench.py throughput).

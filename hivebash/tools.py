@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from common.names import NAME_RULE
+from common.notices import NO_SOCKET, Notices
 from common.tools import CallContext, Tool, ToolError, ToolRegistry, ToolResult, closed_object
 from common.waiting import DEFAULT_WAIT_SECONDS
 
@@ -36,10 +37,10 @@ WAIT_FOR_SCHEMA = {
 LIST_LIMIT_MAX = 1000
 
 
-def run_tool(default_cwd: str, notices: bool) -> dict:
+def run_tool(default_cwd: str, notices: Notices) -> dict:
     """`run`'s declaration; it names the daemon's working directory and whether completions become todos."""
-    ending = ("its completion then arrives as a todo" if notices else
-              "no completion notice comes (no harness socket): check with status")
+    ending = notices.say("its completion then arrives as a todo",
+                         f"no completion notice comes ({NO_SOCKET}): check with status")
     return dict(
         name="run",
         description=(
@@ -97,8 +98,8 @@ def run_tool(default_cwd: str, notices: bool) -> dict:
     )
 
 
-def status_tool(notices: bool) -> dict:
-    clears = " Showing you a finished task clears its todo." if notices else ""
+def status_tool(notices: Notices) -> dict:
+    clears = notices.say(" Showing you a finished task clears its todo.", "")
     return dict(
         name="status",
         description=(
@@ -133,24 +134,27 @@ def status_tool(notices: bool) -> dict:
     )
 
 
-KILL = dict(
-    name="kill",
-    description=(
-        "Stop a running or pending task. Fire-and-forget: sends the signal and returns without waiting; the end "
-        "surfaces as a todo (or check with status). force=false (default): SIGINT to the task's whole process "
-        "group (graceful), and once the shell has exited, whatever it left behind gets SIGTERM then SIGKILL. "
-        "force=true: SIGKILL to everything of the task, including processes that left its group. If a SIGINT'd "
-        "task does not exit, call kill again with force=true. A pending task is cancelled before it starts. The "
-        "task ends as `killed`. On a finished task, kill stops its leftover background processes, if any."
-    ),
-    input_schema=closed_object(
-        {
-            "id": ID_SCHEMA,
-            "force": {"type": "boolean", "description": "SIGKILL instead of SIGINT (default false)."},
-        },
-        required=("id",),
-    ),
-)
+def kill_tool(notices: Notices) -> dict:
+    ending = notices.say("the end surfaces as a todo (or check with status)", "check its end with status")
+    return dict(
+        name="kill",
+        description=(
+            "Stop a running or pending task. Fire-and-forget: sends the signal and returns without waiting; "
+            f"{ending}. force=false (default): SIGINT to the task's whole process "
+            "group (graceful), and once the shell has exited, whatever it left behind gets SIGTERM then SIGKILL. "
+            "force=true: SIGKILL to everything of the task, including processes that left its group. If a SIGINT'd "
+            "task does not exit, call kill again with force=true. A pending task is cancelled before it starts. The "
+            "task ends as `killed`. On a finished task, kill stops its leftover background processes, if any."
+        ),
+        input_schema=closed_object(
+            {
+                "id": ID_SCHEMA,
+                "force": {"type": "boolean", "description": "SIGKILL instead of SIGINT (default false)."},
+            },
+            required=("id",),
+        ),
+    )
+
 
 LIST = dict(
     name="list",
@@ -215,12 +219,25 @@ def build_registry(engine: Engine | None) -> ToolRegistry:
         return list_result(views, total, args.get("state"))
 
     # engine None: the declarations only (tests/robustness reads the schemas without an engine)
-    cwd, notices = (engine.default_cwd, engine.notices) if engine is not None else ("the daemon's directory", True)
+    cwd, notices = (engine.default_cwd, engine.notices) if engine is not None else ("the daemon's directory", Notices(True))
     return ToolRegistry([
         Tool(handler=guarded(run), title="Run a shell command in the background", **run_tool(cwd, notices)),
         Tool(handler=guarded(status), title="Status and output of background tasks", **status_tool(notices),
              annotations={"readOnlyHint": True}),
         Tool(handler=guarded(send), title="Type into a background task", **send_tool(ID_SCHEMA, WAIT_FOR_SCHEMA)),
-        Tool(handler=guarded(kill), title="Stop a background task", **KILL, annotations={"destructiveHint": True}),
+        Tool(handler=guarded(kill), title="Stop a background task", **kill_tool(notices), annotations={"destructiveHint": True}),
         Tool(handler=guarded(list_), title="List background tasks", **LIST, annotations={"readOnlyHint": True}),
-    ])
+    ], instructions=instructions(notices))
+
+
+def instructions(notices: Notices) -> str:
+    """What the model reads once about this server (MCP `instructions`)."""
+    arrival = notices.say(
+        "A task that outlives its inline wait reports its end as a todo; a `status` that shows you the end clears it.",
+        f"No completion notice reaches you ({NO_SOCKET}): check running tasks with `status(id, wait_seconds=30)` "
+        "or `status(ids=[...], wait_seconds=30)`.")
+    return ("Every `run` already runs its command in the background, in a fresh `bash -c`: do not end `cmd` with `&` "
+            "or wrap it in `nohup`; wait with `wait_seconds` (up to 30) or `wait_for` a line such as a server's "
+            "ready message. Read output through `status` (its tail, `new_only`, `grep`, "
+            "`from_line`/`max_lines`; each answer stays under 8 KiB), not with `Read` of an output file, which may "
+            f"be huge. {arrival}")

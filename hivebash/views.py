@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common.humanize import human_age, human_bytes, one_line
+from common.notices import NO_SOCKET, Notices
 from common.tools import ToolResult
 from common.waiting import WaitWindow
 
@@ -128,7 +129,7 @@ class Outcome:
     matched: ov.Line | None = None  # the new line that matched it
     matched_id: str | None = None  # the task whose line it was
     truncated: list[str] = field(default_factory=list)  # watched streams found cut below the watch ("id stdout")
-    notices: bool = True  # completions reach the agent as todos (a harness socket is configured)
+    notices: Notices = Notices(True)  # whether completions reach the agent as todos (a harness socket)
 
 
 @dataclass
@@ -262,12 +263,12 @@ def input_step(task: Task) -> str:
             f"what it printed{keys}.\n")
 
 
-def next_step(task_id: str, notices: bool) -> str:
+def next_step(task_id: str, notices: Notices) -> str:
     """What a `task started` answer tells the agent to do next: the promise of a todo only when one can come."""
-    if notices:
-        return f"It keeps running; its completion will surface as a todo. status(id=\"{task_id}\") checks it.\n"
-    return (f"It keeps running. No completion notice will come (no harness socket is configured): check it with "
-            f"status(id=\"{task_id}\", wait_seconds=30).\n")
+    return notices.say(
+        f"It keeps running; its completion will surface as a todo. status(id=\"{task_id}\") checks it.\n",
+        f"It keeps running. No completion notice will come ({NO_SOCKET}): check it with "
+        f"status(id=\"{task_id}\", wait_seconds=30).\n")
 
 
 def many_result(outcome: ManyOutcome) -> ToolResult:

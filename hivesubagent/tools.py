@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from common.names import NAME_RULE
+from common.notices import NO_SOCKET, Notices
 from common.tools import CallContext, Tool, ToolError, ToolRegistry, ToolResult, closed_object
 
 from hivesubagent.engine import SubagentEngine, SubagentError
@@ -174,7 +175,19 @@ def build_registry(engine: SubagentEngine) -> ToolRegistry:
                      "input_schema": _described(spec["input_schema"], facts)}
         return Tool(handler=lambda args, ctx: fn(engine, args, ctx), **described)
 
-    return ToolRegistry([bind(START, _start), bind(CONTINUE, _continue), bind(INTERRUPT, _interrupt), bind(STATUS, _status)])
+    notices = Notices.for_socket(engine.settings.agent_socket) if engine is not None else Notices(True)
+    return ToolRegistry([bind(START, _start), bind(CONTINUE, _continue), bind(INTERRUPT, _interrupt), bind(STATUS, _status)],
+                        instructions=instructions(notices))
+
+
+def instructions(notices: Notices) -> str:
+    """What the model reads once about this server (MCP `instructions`)."""
+    arrival = notices.say("When a turn ends, its outcome arrives as a todo.",
+                          f"No notice arrives when a turn ends ({NO_SOCKET}): check with `status(name)`.")
+    return ("Each `start` runs a nested headless `claude -p` session in the background, known by its `name`; "
+            "`continue` gives that session its next prompt and `interrupt` stops its turn. Read what a session said "
+            "with `status` (`result_offset` pages through a long result), not by reading claude's transcript files. "
+            + arrival)
 
 
 def description_facts(engine: SubagentEngine | None) -> dict[str, Any]:

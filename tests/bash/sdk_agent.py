@@ -1,0 +1,70 @@
+"""The agent's side of the traps tests: a real hive-bash-daemon driven by the official Python SDK client (mcp),
+one connected client kept open across calls, as in a model's turn. The client lives in one task of its own
+event loop, on its own thread (its task groups must be entered and left by the same task); calls reach it
+through a queue."""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+
+import anyio
+from mcp.client.client import Client
+
+BIN = Path(sys.executable).parent
+BOUND = 8 * 1024  # every answer the model reads
+
+
+class SdkAgent:
+    """call(tool, **arguments) -> the answer's text (asserted under BOUND); `error=True` expects a tool error."""
+
+    def __init__(self, url: str, mode: str = "auto"):
+        self._requests: queue.Queue = queue.Queue()
+        self._ready: Future = Future()
+        self.instructions: str | None = None
+        self._thread = threading.Thread(target=anyio.run, args=(self._serve, url, mode), daemon=True)
+        self._thread.start()
+        self._ready.result(30)
+
+    async def _serve(self, url: str, mode: str) -> None:
+        try:
+            async with Client(url, mode=mode) as client:
+                self.instructions = client.instructions
+                self._ready.set_result(True)
+                while (item := await anyio.to_thread.run_sync(self._requests.get)) is not None:
+                    method, args, done = item
+                    try:
+                        done.set_result(await getattr(client, method)(*args))
+                    except Exception as exc:  # handed to the caller's thread
+                        done.set_exception(exc)
+        except Exception as exc:
+            if not self._ready.done():
+                self._ready.set_exception(exc)
+            raise
+
+    def _ask(self, method: str, *args):
+        done: Future = Future()
+        self._requests.put((method, args, done))
+        return done.result(120)
+
+    def tools(self) -> dict[str, dict]:
+        listing = self._ask("list_tools")
+        return {t.name: {"description": t.description, "schema": t.input_schema} for t in listing.tools}
+
+    def call(self, tool: str, error: bool = False, **arguments) -> str:
+        result = self._ask("call_tool", tool, arguments)
+        text = "".join(c.text for c in result.content)
+        assert result.is_error is error, text
+        assert len(text.encode()) < BOUND, f"{len(text.encode())} bytes: {text[:500]}"
+        return text
+
+    def close(self) -> None:
+        self._requests.put(None)
+        self._thread.join(30)
+
+
+def bash_daemon_argv(state_dir: Path, *extra: str) -> list[str]:
+    return [str(BIN / "hive-bash-daemon"), "--state-dir", str(state_dir), "--kill-grace", "0.3", *extra]
