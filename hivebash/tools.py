@@ -44,16 +44,15 @@ def run_tool(default_cwd: str, notices: Notices) -> dict:
     return dict(
         name="run",
         description=(
-            "Run a shell command in the background. Each run is a fresh `bash -c CMD` (a `cd` or `export` does "
-            f"not carry over to the next run), in its own process group, in `cwd` or else {default_cwd}. "
-            f"Waits inline up to `wait_seconds` (default {DEFAULT_WAIT_SECONDS:g}, max 30): a task that ends in time "
-            "answers with its full status; otherwise `task started: id=<id>` with its output so far, and "
-            f"{ending}. `wait_for` (a regex) also ends the wait at a new matching output line, e.g. "
-            "`wait_for: \"listening on\"` for a server that keeps running. `name`: your id for it ([a-z0-9-]); "
-            "reusing a finished task's name replaces that task and its output files. `timeout_secs` kills it "
-            "after that long (`timed_out`). Past the daemon's max running tasks it waits as `pending`. stdin is "
-            "/dev/null unless `stdin: \"pipe\"` (you feed it with send) or `\"tty\"` (a terminal: prompts that read "
-            "the terminal, passwords, REPLs, `git add -p`; pair it with `wait_for` on the prompt, e.g. \">>> $\")."
+            "Run a shell command; it already runs in the background, so do not end `cmd` with `&`. Each run is a fresh `bash -c CMD` (a `cd` or "
+            f"`export` does not carry over), in its own process group, in `cwd` or else {default_cwd}. Waits inline up "
+            f"to `wait_seconds` (default {DEFAULT_WAIT_SECONDS:g}, max 30): a task that ends in time answers with its "
+            "full status; otherwise `task started: id=<id>` with its output so far, and "
+            f"{ending}. `wait_for` (a regex) also ends the wait at an output line you were not shown yet, e.g. "
+            "`wait_for: \"listening on\"` for a server. `name`: your id ([a-z0-9-]); reusing a finished task's name "
+            "replaces that task and its output files. `timeout_secs` kills it after that long. Past the daemon's max "
+            "running tasks it waits as `pending`. stdin is /dev/null unless `stdin: \"pipe\"` (feed it with send) or "
+            "`\"tty\"` (a terminal: password prompts, REPLs, `git add -p`; pair it with `wait_for` on the prompt)."
         ),
         input_schema=closed_object(
             {
