@@ -310,10 +310,12 @@ class Engine:
 
     def send(self, task_id: str, text: str | None = None, keys: list[str] | None = None, enter: bool | None = None,
              eof: bool | None = None, wait_seconds: float | None = None, wait_for: str | None = None,
-             client_gone: Callable[[], bool] = never_gone, operator: bool = False) -> SendOutcome:
+             client_gone: Callable[[], bool] = never_gone, operator: bool = False, cancel: Cancellation | None = None,
+             progress=NO_PROGRESS) -> SendOutcome:
         """Write to a running task's input, then wait a moment for what it prints (send.py). An operator's send
         clears no todo and moves no new_only cursor."""
-        return self.sender.send(task_id, text, keys, enter, eof, wait_seconds, wait_for, client_gone, operator)
+        return self.sender.send(task_id, text, keys, enter, eof, wait_seconds, wait_for, client_gone, operator,
+                                cancel, progress)
 
     # ----- kill -----------------------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from common.call_progress import NO_PROGRESS, Cancellation
 from common.tools import never_gone
 from common.waiting import WaitSlots, WaitWindow, cap_wait
 
@@ -30,6 +31,7 @@ from .output_views.reading import LINE_CAP, open_output, shown_text
 from .task_input import NULL, PIPE, TTY, InputClosed, TaskInput
 from .todo_rules import TodoRules
 from .views import TaskView
+from .wait_progress import WaitTelling
 
 SEND_LIMIT = 64 * 1024  # bytes one send may write (text, newline and keys)
 SEND_WAIT_DEFAULT = 2.0  # seconds
@@ -147,7 +149,7 @@ class Sender:
 
     def send(self, task_id: str, text: object = None, keys: object = None, enter: object = None, eof: object = None,
              wait_seconds: object = None, wait_for: object = None, client_gone: Callable[[], bool] = never_gone,
-             operator: bool = False) -> SendOutcome:
+             operator: bool = False, cancel: Cancellation | None = None, progress=NO_PROGRESS) -> SendOutcome:
         req = check_send(text, keys, enter, eof, wait_seconds, wait_for, self.wait_cap)
         with self.tasks_changed:
             entry = self.table.get_locked(task_id)
@@ -158,12 +160,12 @@ class Sender:
         accepted, closed = _write(handle, req)
         watches = ([(entry.id, PromptWatch(src, req.wait_for, offsets[src.stream])) for src in sources]
                    if req.wait_for else [])
-        matched, waited, skipped = self._wait(entry, req.window, watches, client_gone, operator)
+        matched, waited, skipped = self._wait(entry, req, watches, client_gone, operator, cancel, progress)
         self.todo_rules.flush()
         with self.tasks_changed:
             view = self.table.view_locked(entry.id)  # no tails: the output since the write is the answer's
         output = ov.tail(sources, starts=offsets, budget=SEND_BUDGET)
-        if not operator:
+        if not operator and not client_gone():
             self._move_cursor_locked_out(entry, offsets, output)
         return SendOutcome(view, len(req.data), accepted, req.eof and closed is None, closed, output, req.window,
                            waited, req.wait_for, matched, skipped, self.answers.notices)
@@ -190,18 +192,22 @@ class Sender:
         sources = self.answers.sources(entry.id)
         return sources[:1] if entry.task.stdin == TTY else sources  # a terminal's output is all in .out
 
-    def _wait(self, entry: TaskEntry, window: WaitWindow, watches: list, client_gone: Callable[[], bool],
-              operator: bool) -> tuple[ov.Line | None, float, bool]:
-        """As an inline wait of `status`: until the end, a match or the window; the end is this answer's."""
+    def _wait(self, entry: TaskEntry, req: SendRequest, watches: list, client_gone: Callable[[], bool],
+              operator: bool, cancel: Cancellation | None, progress) -> tuple[ov.Line | None, float, bool]:
+        """As an inline wait of `status`: until the end, a match, a cancel or the window; the end is this
+        answer's (progress as a status wait gives it)."""
         start = time.monotonic()
         matched, skipped = None, False
         try:
-            if window.seconds > 0:
+            if req.window.seconds > 0:
                 with self.slots.held() as free:
                     skipped = not free
                     if free:
-                        matched, _ = inline_wait.wait_any(self.tasks_changed, [entry], window.seconds,
-                                                          time.monotonic, watches, first_recheck=SEND_RECHECK_FIRST)
+                        telling = (WaitTelling(self.tasks_changed, [entry], lambda _: self.sources(entry),
+                                               req.wait_for, time.monotonic) if progress.wanted else None)
+                        matched, _ = inline_wait.wait_any(self.tasks_changed, [entry], req.window.seconds,
+                                                          time.monotonic, watches, first_recheck=SEND_RECHECK_FIRST,
+                                                          cancel=cancel, progress=progress, telling=telling)
         finally:
             with self.tasks_changed:
                 entry.inline_waiters -= 1

@@ -196,7 +196,8 @@ def build_registry(engine: Engine | None) -> ToolRegistry:
         return send_result(engine.send(args["id"], text=args.get("text"), keys=args.get("keys"),
                                        enter=args.get("enter"), eof=args.get("eof"),
                                        wait_seconds=args.get("wait_seconds"), wait_for=args.get("wait_for"),
-                                       client_gone=ctx.client_gone, operator=ctx.operator))
+                                       client_gone=ctx.client_gone, operator=ctx.operator, cancel=ctx.cancel,
+                                       progress=ctx.progress))
 
     def status(args, ctx):
         view = ov.check_view(args.get("grep"), args.get("context"), args.get("from_line"), args.get("max_lines"),

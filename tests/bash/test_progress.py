@@ -130,3 +130,14 @@ def test_the_message_of_a_wait_on_several_tasks(engine):
     assert message.startswith("first of 2 to end: 2 running · 3 lines · last (b): \"y\""), message
     engine.kill("a", force=True)
     engine.kill("b", force=True)
+
+
+def test_a_waiting_send_streams_what_the_task_prints(bash_daemon):
+    """send waits like status: a client that asked for progress sees the task's lines meanwhile."""
+    d = bash_daemon()
+    anyio.run(_call, d.url, "2026-07-28", "run",
+              {"cmd": "read a; " + TICKING, "stdin": "pipe", "name": "fed", "wait_seconds": 0}, False)
+    seen, result = anyio.run(_call, d.url, "2026-07-28", "send", {"id": "fed", "text": "go", "wait_seconds": 3})
+    assert result.is_error is False and "stdin=pipe" in result.content[0].text
+    assert any(re.search(r'last: "step \d of 6"', m) for _, _, _, m in seen), seen
+    anyio.run(_call, d.url, "2026-07-28", "kill", {"id": "fed", "force": True}, False)
