@@ -154,6 +154,14 @@ class SubagentSettings(ServerSettings):
         "start/continue may pass its own); past it the turn ends max_turns. 0: none."
     )
     kill_grace: float = knob(5.0, "seconds", "After a soft interrupt or turn timeout, wait this long before SIGKILL.")
+    stall_minutes: float = knob(
+        10.0, "minutes", "A running turn whose claude has written no stream event for this long is shown as stalled "
+        "(status, and a todo update naming its last event). 0: never."
+    )
+    stall_action: Literal["report", "interrupt"] = knob(
+        "report", "action", "What a stall does besides being shown: report (nothing is stopped) or interrupt (SIGINT "
+        "to the turn, as interrupt(name) would)."
+    )
     confirm_wait: float = knob(
         0.2, "seconds", "start/continue wait at most this long for claude's init line or an early exit before answering "
         "'running' (a start must answer within 300 ms of the spawn; claude's init takes ~0.25 s)."
@@ -173,7 +181,7 @@ class SubagentSettings(ServerSettings):
         if self.max_budget_usd is not None and not self.max_budget_usd > 0:
             raise click.BadParameter("must be > 0 US dollars (leave it unset for no budget)", param_hint="--max-budget-usd")
         for value, hint in ((self.kill_grace, "--kill-grace"), (self.confirm_wait, "--confirm-wait"),
-                            (self.turn_timeout, "--turn-timeout")):
+                            (self.turn_timeout, "--turn-timeout"), (self.stall_minutes, "--stall-minutes")):
             if value < 0:
                 raise click.BadParameter("must be >= 0 seconds", param_hint=hint)
 

@@ -193,6 +193,9 @@ class StreamState:
                 self.last_text = text[:RESULT_KEEP]
             self.progress.assistant(message)
             return "assistant"
+        if kind == "user":
+            self.progress.touch(_tool_results(event))
+            return "user"
         if kind == "result":
             self.result_chars = len(event["result"]) if isinstance(event.get("result"), str) else len(self.last_text)
             if isinstance(event.get("result"), str) and len(event["result"]) > RESULT_KEEP:
@@ -201,6 +204,14 @@ class StreamState:
             self.session_id = event.get("session_id") or self.session_id
             return "result"
         return None
+
+
+def _tool_results(event: dict) -> str | None:
+    """What a `user` line of the stream says: the result of a tool call (claude writes one per result)."""
+    content = (event.get("message") or {}).get("content")
+    if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+        return "a tool result"
+    return None
 
 
 # The outcome of one turn. "interrupted" includes a turn that exited without a result (SIGINT mid-turn with

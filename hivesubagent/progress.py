@@ -46,13 +46,17 @@ class Progress:
     latest_tool: str | None = None
     latest_input: str | None = None
     last_event_mono: float = field(default_factory=time.monotonic)
+    last_event: str = "claude started"  # what the stream last said, for a stall notice ("tool Bash started")
     _usage: dict[str, tuple[int, int]] = field(default_factory=dict)  # message id -> (input, output) tokens
     _last_message_id: str | None = None
     # The reader thread feeds it while status threads read it: the counters are read whole, never mid-change.
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def touch(self) -> None:
+    def touch(self, what: str | None = None) -> None:
+        """A line from claude now; `what` it said, when it is worth naming."""
         self.last_event_mono = time.monotonic()
+        if what:
+            self.last_event = what
 
     def assistant(self, message: dict) -> None:
         """One assistant line: a new step when its message id is new; its tool calls; its usage."""
@@ -69,6 +73,9 @@ class Progress:
                 name = str(block.get("name") or "?")
                 self.tool_calls[name] += 1
                 self.latest_tool, self.latest_input = name, short_input(block.get("input"))
+                self.last_event = f"tool {name} started"
+            elif isinstance(block, dict) and block.get("type") == "text":
+                self.last_event = "a reply"
         usage = message.get("usage")
         if isinstance(usage, dict) and message_id:
             self._usage[message_id] = (_tokens(usage, "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"),
@@ -89,6 +96,7 @@ class Progress:
             "input_tokens": sum(i for i, _ in self._usage.values()) if reported else None,
             "output_tokens": sum(o for _, o in self._usage.values()) if reported else None,
             "idle_s": round(max(0.0, time.monotonic() - self.last_event_mono), 1),
+            "last_event": self.last_event,
         }
 
 

@@ -1,8 +1,8 @@
 """Running one reserved turn: spawn claude, read its stream, watch for its exit, signal it, record its end.
 
 Threads per running turn: a reader (claude's stdout, see claude.py) and a watcher that waits for the exit,
-sweeps the group, reaps, decides the outcome and sends the turn's one todo. Timers: the optional turn timeout
-and the SIGKILL that follows a soft interrupt after `kill_grace`.
+sweeps the group, reaps, decides the outcome and sends the turn's one todo. Timers: the turn's time limit, the
+stall check (stall.py) and the SIGKILL that follows a soft interrupt after `kill_grace`.
 
 A turn's `reap_lock` is held while its group is signalled or its leader reaped, so a pgid is never signalled
 once recycled (an unreaped zombie keeps it reserved). It is always taken before the table's `cond`, never
@@ -25,6 +25,7 @@ from common.todos import Todos
 
 from hivesubagent import claude, proctree, views
 from hivesubagent.arguments import SubagentError
+from hivesubagent.stall import StallWatch
 from hivesubagent.transcript import read_transcript
 from hivesubagent.turn import Turn, TurnState
 from hivesubagent.turns import TurnTable
@@ -43,6 +44,8 @@ class TurnRunner:
         self.workdir = workdir
         self.env = env
         self.scratch = scratch  # unlinked temp files only (claude.spawn)
+        self.stalls = StallWatch(table, settings, todos, lambda turn, why: self.stop(turn, False, why, unless_signalled=True),
+                                 self._safe_todo)
 
     def spawn(self, turn: Turn, argv: list[str], pass_fds: tuple[int, ...] = ()) -> None:
         """Start claude for a reserved turn, then its reader, watcher and timeout; raise SubagentError when
@@ -63,6 +66,7 @@ class TurnRunner:
         threading.Thread(target=self._watch, args=(turn,), name=f"subagent-watch-{turn.name}", daemon=True).start()
         if turn.bounds.timeout_s:
             self._start_timer(turn, turn.bounds.timeout_s, self._timed_out)
+        self.stalls.arm(turn)
 
     def stop(self, turn: Turn, force: bool, reason: str, unless_signalled: bool = False) -> None:
         """SIGINT (a kill_grace timer then escalates) or SIGKILL to the turn's whole tree; nothing once it was
@@ -124,6 +128,8 @@ class TurnRunner:
                 if turn.stream.feed(raw):
                     with self.table.cond:
                         self.table.changed_locked()
+                if turn.stall_reported is not None:  # (re-checked under the lock)
+                    self.stalls.resumed(turn)
         except (OSError, ValueError):
             pass
         finally:

@@ -104,6 +104,8 @@ def render_session(view: dict[str, Any]) -> str:
                          "(claude reports a turn's cost when it ends)")
         if view["signals"]:
             lines.append("signals sent: " + ", ".join(f"{k} ({v})" for k, v in view["signals"].items()))
+        if view.get("stall"):
+            lines.append(f"stalled: {view['stall']}; interrupt(name=\"{name}\") stops it")
         return "\n".join(lines)
     last = view.get("last_turn") or {}
     first = kv(name=name, state=view["state"], running=view["running"], session_id=view["session_id"], turns=view["turns"],
@@ -133,7 +135,7 @@ def _session_line(s: dict[str, Any]) -> str:
     if s.get("running") and "turn" in s:
         p = s["progress"]
         return kv(name=s["name"], state=s["state"], session_id=s["session_id"], turn=s["turn"], elapsed_s=s["elapsed_s"],
-                  steps=p["steps"], tool_calls=p["tool_calls"], idle_s=p["idle_s"])
+                  steps=p["steps"], tool_calls=p["tool_calls"], idle_s=p["idle_s"], **_known(stalled=s.get("stall") and True))
     last = s.get("last_turn") or {}
     return kv(name=s["name"], state=s["state"], session_id=s["session_id"], turns=s["turns"], **_known(pid=s.get("pid")),
               last_outcome=last.get("outcome"), total_cost_usd=s["total_cost_usd"], updated_at=s["updated_at"])

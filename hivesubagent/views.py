@@ -25,6 +25,7 @@ def iso(wall: float | None) -> str | None:
 
 def turn_view(turn: Turn, result_chars: int) -> dict[str, Any]:
     """A running or just-ended turn, as `start`, `continue`, `interrupt` and `status` answer it."""
+    progress = turn.stream.progress.view()
     view: dict[str, Any] = {
         "name": turn.name,
         "state": turn.state.value,
@@ -42,11 +43,25 @@ def turn_view(turn: Turn, result_chars: int) -> dict[str, Any]:
         "turns_done": max(0, turn.number - 1),
         "total_cost_usd": turn.cost_before,  # claude records cost at a turn's end: this is up to the last one
         **bounds_data(turn),
-        "progress": turn.stream.progress.view(),
+        "progress": progress,
+        "stall": stall_text(turn, progress),
     }
     if turn.outcome is not None:
         view["outcome"] = outcome_data(turn, result_chars)
     return view
+
+
+def stall_text(turn: Turn, progress: dict[str, Any]) -> str | None:
+    """"no event from claude for 12 min; last: tool Bash started 12 min ago" once the silence of a running turn
+    passes the daemon's --stall-minutes; None before (or with no threshold)."""
+    idle = progress["idle_s"]
+    if turn.stall_after_s is None or turn.state is TurnState.ENDED or idle < turn.stall_after_s:
+        return None
+    return f"no event from claude for {ago(idle)}; last: {progress['last_event']} {ago(idle)} ago"
+
+
+def ago(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def bounds_data(turn: Turn) -> dict[str, Any]:

@@ -54,3 +54,34 @@ def test_a_turn_past_its_time_ends_timed_out(engine_factory, claude_bin, real_en
         assert engine.status(name)["last_turn"]["outcome"] == "timed_out"
     mock_api.release("knob")
     mock_api.release("own")
+
+
+def test_a_claude_whose_api_stops_answering_is_shown_stalled(engine_factory, claude_bin, real_env, prompt_file, mock_api):
+    # 0.03 min = 1.8 s of silence; the mock holds the reply (after message_start: claude writes no event)
+    engine, todos = engine_factory(claude_bin, real_env, stall_minutes=0.03)
+    tools = build_registry(engine)
+    engine.start("quiet", str(prompt_file), trigger="quiet-1 MOCK:hold=quiet\nMOCK:reply=spoke at last")
+    notice = todos.wait_upserts("quiet", seconds=60)[0]
+    assert notice["summary"].startswith("subagent quiet: turn 1 stalled, no event from claude for "), notice["summary"]
+    first = notice["body"].splitlines()[0]
+    assert first.startswith("no event from claude for ") and "; last: " in first and first.endswith(" ago")
+    assert "nothing is stopped" in notice["body"] and notice["data"]["running"] is True
+    status = tools.call("status", {"name": "quiet"})
+    assert status.data["running"] is True and status.data["stall"].startswith("no event from claude for ")
+    assert any(line.startswith("stalled: no event from claude for ") for line in status.text.splitlines())
+    assert "stalled=true" in tools.call("status", {}).text
+    mock_api.release("quiet")
+    done = todos.wait_upserts("quiet", 2)[1]
+    assert done["data"]["outcome"]["outcome"] == "completed" and done["data"]["outcome"]["result_text"] == "spoke at last"
+    # the stall's todo went when claude wrote again; the outcome replaced it
+    assert [c[0] for c in todos.for_key("quiet")] == ["clear", "upsert", "clear", "upsert"]
+
+
+def test_a_stall_interrupts_only_when_the_knob_says_so(engine_factory, claude_bin, real_env, prompt_file, mock_api):
+    engine, todos = engine_factory(claude_bin, real_env, stall_minutes=0.03, stall_action="interrupt")
+    engine.start("hung", str(prompt_file), trigger="hung-1 MOCK:hold=hung")
+    calls = todos.wait_upserts("hung", 2, seconds=60)
+    assert "the daemon interrupts it (--stall-action interrupt)" in calls[0]["body"]
+    outcome = calls[1]["data"]["outcome"]
+    assert outcome["outcome"] == "interrupted" and "stalled: no event from claude for" in calls[1]["data"]["signals"]["SIGINT"]
+    mock_api.release("hung")

@@ -1,0 +1,89 @@
+"""A visible stall: a running turn whose claude has written no stream event for `--stall-minutes` (default 10).
+
+Claude that waits on a hung tool, or on an API that stopped answering, looks from outside exactly like one that
+works. So a timer per turn looks at the time of the stream's last event: once the silence passes the threshold,
+the turn's todo is updated ("no event from claude for 12 min; last: tool Bash started 12 min ago"), again at
+each further threshold of silence, and cleared when events resume; `status` says the same at any moment
+(views.turn_view). Nothing is stopped unless `--stall-action interrupt` says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+from common.config import SubagentSettings
+from common.todos import Todos
+
+from hivesubagent import views
+from hivesubagent.turn import Turn, TurnState
+from hivesubagent.turns import TurnTable
+
+log = logging.getLogger(__name__)
+
+
+class StallWatch:
+    def __init__(self, table: TurnTable, settings: SubagentSettings, todos: Todos,
+                 stop: Callable[[Turn, str], None], safe_todo: Callable[[Callable[[], Any]], None]):
+        self.table, self.settings, self.todos = table, settings, todos
+        self.stop, self.safe_todo = stop, safe_todo
+
+    @property
+    def threshold(self) -> float | None:
+        return self.settings.stall_minutes * 60 or None
+
+    def arm(self, turn: Turn) -> None:
+        """Watch a turn that just started (called outside the table's lock)."""
+        if self.threshold is None:
+            return
+        with self.table.cond:
+            turn.stall_after_s = self.threshold
+        self._schedule(turn, self.threshold)
+
+    def resumed(self, turn: Turn) -> None:
+        """The reader saw an event; a reported stall is over: its todo goes (the completion todo comes later)."""
+        with self.table.cond:
+            if turn.stall_reported is None or turn.state is TurnState.ENDED:
+                return
+            turn.stall_reported = None
+        log.info("session %s: claude writes events again", turn.name)
+        self.safe_todo(lambda: self.todos.clear(turn.name))
+
+    def _schedule(self, turn: Turn, seconds: float) -> None:
+        timer = threading.Timer(seconds, self._check, args=(turn,))
+        timer.daemon = True
+        with self.table.cond:
+            if turn.state is TurnState.ENDED:
+                return
+            turn.timers.append(timer)
+        timer.start()
+
+    def _check(self, turn: Turn) -> None:
+        threshold = self.threshold or 0.0
+        with self.table.cond:
+            if turn.state is TurnState.ENDED:
+                return
+            last = turn.stream.progress.last_event_mono
+            idle = time.monotonic() - last
+            report = idle >= threshold
+            if report:
+                turn.stall_reported = last
+                data = views.turn_view(turn, 0)
+        if report:
+            self._report(turn, data)
+        # Again at the next threshold of this silence, or a threshold after the last event.
+        self._schedule(turn, threshold - idle % threshold if report else threshold - idle)
+
+    def _report(self, turn: Turn, data: dict[str, Any]) -> None:
+        stall = data["stall"]
+        log.warning("session %s: %s", turn.name, stall)
+        summary = f"subagent {turn.name}: turn {turn.number} stalled, {stall.split(';')[0]}"
+        interrupting = self.settings.stall_action == "interrupt"
+        then = ("the daemon interrupts it (--stall-action interrupt)" if interrupting else
+                f'nothing is stopped: status(name="{turn.name}") shows its progress, interrupt(name="{turn.name}") stops it')
+        body = f"{stall}\n{then}; this todo goes when claude writes again, and the turn's outcome replaces it."
+        self.safe_todo(lambda: self.todos.upsert(turn.name, summary, body, data))
+        if interrupting:
+            self.stop(turn, f"stalled: {stall.split(';')[0]}")
