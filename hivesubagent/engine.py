@@ -29,6 +29,8 @@ from hivesubagent.runner import TurnRunner, unarchive
 from hivesubagent.index_file import IndexKeeper
 from hivesubagent.sessions import LiveSession, SessionStore, Transcript
 from hivesubagent.turn import Turn, TurnState
+from hivesubagent.turn_work import read_turn_work
+from hivesubagent.transcript_log import read_turns, render
 from hivesubagent.turns import TurnTable
 
 __all__ = ["SOURCE", "SubagentEngine", "SubagentError", "TurnState", "open_prompt_file"]
@@ -171,6 +173,30 @@ class SubagentEngine:
         waited = waits.wait_turns(self.table, turns, want_all, window, self._slots, progress, cancel)
         return {"sessions": [self._status_of(n, None) for n in names], "wait": waited.as_dict()}
 
+    def steps(self, name: str, offset: int = 0) -> dict[str, Any]:
+        """`status(name, steps=true)`: a page of the session's last turn as readable steps (hive-subagent log's
+        rendering), read from claude's transcript, running or not."""
+        name = session_name(name)
+        with self.table.cond:
+            turn = self.table.running_locked(name)
+            path, running = (turn.transcript, True) if turn is not None and turn.spawned is not None else (None, False)
+        if path is None:
+            found = self.sessions.find(name)
+            if found is None:
+                raise SubagentError(f"name: no session named {name!r}: not running, and no transcript in {self.sessions.project_dir}")
+            path = found.path
+        try:
+            turns = read_turns(path)
+        except OSError:
+            turns = []  # a turn whose claude has not written its transcript yet
+        text = render(turns[-1:]) if turns else "(no step yet: claude has not written this turn's prompt to its transcript)"
+        try:
+            got = page(text, offset)
+        except OffsetError as exc:
+            raise SubagentError(str(exc).replace("result_offset", "steps_offset").replace("the result", "the steps")) from None
+        return {"name": name, "running": running, "turn": turns[-1].number if turns else None, "transcript": str(path),
+                "steps_page": got.as_dict()}
+
     def shutdown(self) -> None:
         """Stop every running turn: SIGINT, SIGKILL after `kill_grace`; return once all are recorded (bounded)."""
         turns = self.table.close()
@@ -242,14 +268,20 @@ class SubagentEngine:
         found = self.sessions.find(name)
         if found is None:
             raise SubagentError(f"name: no session named {name!r}: not running, and no transcript in {self.sessions.project_dir}")
-        view = self._transcript_view(found, self.sessions.live_sessions())
+        view = self._transcript_view(found, self.sessions.live_sessions(), with_work=True)
         if result_offset is not None:
             view["result_page"] = self._result_page(found, result_offset)
         return view
 
-    def _transcript_view(self, t: Transcript, live: list[LiveSession]) -> dict[str, Any]:
+    def _transcript_view(self, t: Transcript, live: list[LiveSession], with_work: bool = False) -> dict[str, Any]:
+        """`with_work`: what the last turn did too (ours remembers it; else one read of the transcript)."""
         other = next((s for s in live if s.session_id == t.session_id), None)
-        return views.transcript_view(t, self.settings.result_chars, other, self.table.ended_turn_of(t))
+        ours = self.table.ended_turn_of(t)
+        work = None
+        if with_work and (ours is None or ours.work is None):
+            found = read_turn_work(t.path, self.workdir)
+            work = None if found is None else found.as_dict()
+        return views.transcript_view(t, self.settings.result_chars, other, ours, work)
 
     def _result_page(self, t: Transcript, offset: int) -> dict[str, Any]:
         """A page of the last turn's whole result, read from claude's transcript (so it survives a restart)."""

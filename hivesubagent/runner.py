@@ -27,6 +27,7 @@ from hivesubagent import claude, proctree, views
 from hivesubagent.arguments import SubagentError
 from hivesubagent.stall import StallWatch
 from hivesubagent.transcript import read_transcript
+from hivesubagent.turn_work import read_turn_work
 from hivesubagent.turn import Turn, TurnState
 from hivesubagent.turns import TurnTable
 
@@ -50,6 +51,7 @@ class TurnRunner:
     def spawn(self, turn: Turn, argv: list[str], pass_fds: tuple[int, ...] = ()) -> None:
         """Start claude for a reserved turn, then its reader, watcher and timeout; raise SubagentError when
         claude_bin cannot run (the caller releases the reservation)."""
+        start = _size(turn.transcript)  # (a continue's; a start's transcript does not exist yet)
         try:
             spawned = claude.spawn(argv, self.workdir, self.env, turn.prompt, self.scratch, pass_fds=pass_fds)
         except OSError as exc:
@@ -58,6 +60,7 @@ class TurnRunner:
         with self.table.cond:
             turn.spawned = spawned
             turn.reader = reader
+            turn.transcript_start = start
             turn.started_mono = time.monotonic()
             self.table.transition_locked(turn, TurnState.RUNNING)
         log.info("session %s: %s turn %d started (pid %d, session %s)", turn.name, turn.kind, turn.number, spawned.proc.pid, turn.session_id)
@@ -157,17 +160,19 @@ class TurnRunner:
             outcome = replace(outcome, kind="timed_out",
                               detail=f"reached its time limit ({turn.bounds.timeout_minutes:g} min): {outcome.detail}")
         turn_cost, total_cost = self._cost(turn, outcome)
+        work = read_turn_work(turn.transcript, self.workdir, turn.transcript_start)
         spawned.close()
         if turn.kind == "start":
             unarchive(turn)  # a no-op once claude wrote the new transcript
-        self._record_end(turn, outcome, turn_cost, total_cost)
+        self._record_end(turn, outcome, turn_cost, total_cost, None if work is None else work.as_dict())
         log.info("session %s: turn %d %s (%s) after %.1fs, rc=%s", turn.name, turn.number, outcome.kind, outcome.detail,
                  turn.elapsed(), returncode)
 
-    def _record_end(self, turn: Turn, outcome: claude.Outcome, turn_cost: float | None, total_cost: float | None) -> None:
+    def _record_end(self, turn: Turn, outcome: claude.Outcome, turn_cost: float | None, total_cost: float | None,
+                    work: dict | None) -> None:
         """The turn ends (waiters wake), then its one todo is queued and it counts as reported."""
         with self.table.cond:
-            turn.outcome, turn.turn_cost, turn.total_cost = outcome, turn_cost, total_cost
+            turn.outcome, turn.turn_cost, turn.total_cost, turn.work = outcome, turn_cost, total_cost, work
             self.table.remember_ended_locked(turn)
             self.table.transition_locked(turn, TurnState.ENDED)
             data = views.turn_view(turn, self.settings.result_chars)
@@ -197,6 +202,13 @@ class TurnRunner:
             action()
         except Exception:  # a todo must never take a turn down with it
             log.exception("todo delivery failed")
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def unarchive(turn: Turn) -> None:

@@ -35,6 +35,20 @@ def _known(**facts: Any) -> dict[str, Any]:
     return {k: v for k, v in facts.items() if v is not None}
 
 
+def work_lines(work: dict[str, Any] | None) -> list[str]:
+    """What a turn did, in two lines: the files it wrote or edited, the commands it ran (the last three)."""
+    if work is None:
+        return ["files changed: unknown (the transcript could not be read); commands run: unknown"]
+    files = "none"
+    if work["files_changed"]:
+        more = f", and {work['files_more']} more" if work["files_more"] else ""
+        files = f"{work['files_changed']} ({', '.join(work['files'])}{more})"
+    commands = "none"
+    if work["commands_run"]:
+        commands = f"{work['commands_run']}; last: " + " | ".join(f"`{c}`" for c in work["last_commands"])
+    return [f"files changed: {files}", f"commands run: {commands}"]
+
+
 def _bounds(view: dict[str, Any]) -> dict[str, Any]:
     """The turn's caps that are set, as facts (a cap that is not set is not shown)."""
     return _known(max_budget_usd=view.get("max_budget_usd"), max_turns=view.get("max_turns"),
@@ -61,6 +75,8 @@ def turn_result(view: dict[str, Any], verb: str) -> ToolResult:
                    cost_usd=o["cost_usd"], total_cost_usd=o["total_cost_usd"], duration_s=o["duration_s"],
                    **_bounds(o))
         lines = [first, f"detail: {o['detail']}"]
+        if "work" in o:
+            lines += work_lines(o["work"])
         lines += _result_lines(name, o["result_text"], o["result_chars"], o.get("result_next_offset"), "result")
         lines.append(f"transcript: {view['transcript']}")
         failed = verb != "interrupted" and o["outcome"] in ("error",)
@@ -119,6 +135,8 @@ def render_session(view: dict[str, Any]) -> str:
         lines.append(f"detail: {last['detail']}")
     if last.get("exited_without_result"):
         lines.append("the last turn ended without a result (interrupted, killed or crashed)")
+    if "work" in last:
+        lines += work_lines(last["work"])
     result_page = view.get("result_page")
     if result_page is not None:
         lines.append(kv(result_offset=result_page["offset"], chars=result_page["chars"], total_chars=result_page["total_chars"],
@@ -208,3 +226,17 @@ def _within(lines: list[str], limit: int) -> str:
             break
         kept.append(line)
     return "\n".join(kept)
+
+
+def render_steps(data: dict[str, Any]) -> str:
+    """`status(name, steps=true)`: a page of the last turn's steps, then the call that reads on."""
+    name, got = data["name"], data["steps_page"]
+    first = kv(name=name, running=data["running"], turn=data["turn"], steps_offset=got["offset"], chars=got["chars"],
+               total_chars=got["total_chars"], next_offset=got["next_offset"])
+    if got["next_offset"] is None:
+        end = "(end of the steps" + ("; the turn is still running: call again for more)" if data["running"] else ")")
+    else:
+        end = (f'{got["total_chars"] - got["next_offset"]} more characters: status(name="{name}", steps=true, '
+               f'steps_offset={got["next_offset"]}) reads on')
+    return "\n".join([first, got["text"], end])
+

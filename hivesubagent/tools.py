@@ -14,7 +14,7 @@ from common.notices import NO_SOCKET, Notices
 from common.tools import CallContext, Tool, ToolError, ToolRegistry, ToolResult, closed_object
 
 from hivesubagent.engine import SubagentEngine, SubagentError
-from hivesubagent.texts import render_list, render_many, render_session, render_waited, turn_result
+from hivesubagent.texts import render_list, render_many, render_session, render_steps, render_waited, turn_result
 
 NAME_SCHEMA = {
     "type": "string",
@@ -140,7 +140,7 @@ STATUS = dict(
         "Check on subagents. With `name`, running: its progress so far (steps, tool calls and the latest one, "
         "tokens, seconds since its last event), pid, elapsed time. Finished: the last turn's outcome, cost, and "
         "the start of its result; `result_offset` gives the whole result from that character, a page of up to "
-        "6 KiB at a time with the next offset. `wait_seconds` (max 30) waits for the turn to end; `names: "
+        "6 KiB at a time with the next offset; `steps: true` pages the last turn as readable steps. `wait_seconds` (max 30) waits for the turn to end; `names: "
         "[\"a\", \"b\"]` waits for the first of several (`all: true`: every one), a line each and the next call. "
         "Without `name`: every session (at most {max_running} run at once)."
     ),
@@ -158,6 +158,10 @@ STATUS = dict(
                 "minimum": 0,
                 "description": "Character offset into the last turn's result text; the answer says the next one.",
             },
+            "steps": {"type": "boolean", "description": "With name: the last turn as readable steps (prompt, replies, "
+                                                        "tool calls and results), a page at a time."},
+            "steps_offset": {"type": "integer", "minimum": 0,
+                             "description": "With steps: the character offset to read from; the answer says the next one."},
         },
     ),
     title="Subagent status",
@@ -255,6 +259,8 @@ def _status(engine: SubagentEngine, args: dict, ctx: CallContext) -> ToolResult:
         return _status_wait(engine, [name] if names is None else names, args, ctx, single=names is None)
     if "wait_seconds" in args:
         raise ToolError("wait_seconds: goes with name or names (the sessions to wait for)")
+    if args.get("steps") or "steps_offset" in args:
+        return _status_steps(engine, name, args)
     data = _call(engine.status, name, args.get("result_offset"))
     if "sessions" in data:
         return ToolResult(text=render_list(data), data=data)
@@ -270,4 +276,15 @@ def _status_wait(engine: SubagentEngine, names: list[str], args: dict, ctx: Call
         view = {**data["sessions"][0], "wait": data["wait"]}
         return ToolResult(text=render_waited(view), data=view)
     return ToolResult(text=render_many(data), data=data)
+
+
+def _status_steps(engine: SubagentEngine, name: str | None, args: dict) -> ToolResult:
+    if name is None:
+        raise ToolError("steps: needs name (it pages one session's last turn)")
+    if not args.get("steps"):
+        raise ToolError("steps_offset: goes with steps=true")
+    if args.get("result_offset") is not None:
+        raise ToolError("result_offset: pages the result, steps the steps; ask for one at a time")
+    data = _call(engine.steps, name, args.get("steps_offset", 0))
+    return ToolResult(text=render_steps(data), data=data)
 

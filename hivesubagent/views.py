@@ -12,6 +12,7 @@ from typing import Any
 from hivesubagent import claude
 from hivesubagent.result_pages import excerpt, read_on
 from hivesubagent.sessions import LiveSession, Transcript
+from hivesubagent.texts import work_lines
 from hivesubagent.turn import Turn, TurnState
 
 OUTCOME_EXTRA_FIELDS = ("terminal_reason", "api_error_status", "num_turns")
@@ -87,13 +88,16 @@ def outcome_data(turn: Turn, result_chars: int) -> dict[str, Any]:
         "total_cost_usd": turn.total_cost,
         **bounds_data(turn),
         "duration_s": round(turn.elapsed(), 3),
+        "work": turn.work,
         **{k: v for k, v in o.extra.items() if k in OUTCOME_EXTRA_FIELDS},
     }
 
 
-def transcript_view(t: Transcript, result_chars: int, other: LiveSession | None, ours: Turn | None) -> dict[str, Any]:
+def transcript_view(t: Transcript, result_chars: int, other: LiveSession | None, ours: Turn | None,
+                    work: dict | None = None) -> dict[str, Any]:
     """A session that this daemon is not running, from its transcript. `other`: a claude process this daemon
-    did not start that runs it; `ours`: this engine's ended turn that wrote the transcript's last turn."""
+    did not start that runs it; `ours`: this engine's ended turn that wrote the transcript's last turn; `work`:
+    what the last turn did (turn_work), when the caller read it."""
     last = t.last_turn
     view: dict[str, Any] = {
         "name": t.name,
@@ -120,11 +124,12 @@ def transcript_view(t: Transcript, result_chars: int, other: LiveSession | None,
             "cost_usd": last.cost_usd,
             "duration_s": None if last.duration_seconds is None else round(last.duration_seconds, 3),
             "started_at": iso(last.started_at),
+            "work": work,
         }
         if ours is not None and other is None:
             o = ours.outcome
             view["last_turn"].update(outcome=o.kind, detail=o.detail, exited_without_result=o.exited_without_result,
-                                     **bounds_data(ours), cost_usd=ours.turn_cost,
+                                     **bounds_data(ours), cost_usd=ours.turn_cost, work=ours.work or work,
                                      **{k: v for k, v in o.extra.items() if k in ("terminal_reason", "api_error_status")})
     return view
 
@@ -145,7 +150,7 @@ def turn_todo(turn: Turn, view: dict[str, Any]) -> tuple[str, str]:
         facts += f" max_turns={turn.bounds.max_turns}"
     if turn.bounds.timeout_minutes is not None:
         facts += f" timeout_minutes={turn.bounds.timeout_minutes:g}"
-    lines = [facts, f"detail: {o['detail']}"]
+    lines = [facts, f"detail: {o['detail']}", *work_lines(o["work"])]
     if o["result_text"]:
         shown = len(o["result_text"])
         lines += [f"result ({shown} of {o['result_chars']} characters):" if o["result_next_offset"] else "result:", o["result_text"]]

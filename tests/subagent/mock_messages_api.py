@@ -10,7 +10,8 @@ message that is not a `<system-reminder>`):
     MOCK:fail=STATUS       answer HTTP STATUS with an Anthropic error body (e.g. 500, 400)
     MOCK:reply=TEXT        the reply text (rest of the line); default "mock reply #N"
     MOCK:tool=NAME {JSON}  reply with one tool_use block (NAME, input JSON); the next request, whose last user
-                           message carries the tool_result, gets a text reply quoting that result
+                           message carries the tool_result, gets a text reply quoting that result. Several
+                           MOCK:tool lines: one call per model call, in order, then the text reply
     MOCK:cost=N            report N output tokens (default 7) so cost figures differ per turn; a large N makes
                            claude's --max-budget-usd stop the turn
     MOCK:long=N            the reply is N characters of numbered lines (`long_reply(N)`), for paging
@@ -47,7 +48,7 @@ import json
 import re
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -60,7 +61,7 @@ class Directives:
     sleep: float = 0.0
     fail: int | None = None
     reply: str | None = None
-    tool: tuple[str, dict] | None = None
+    tools: list[tuple[str, dict]] = field(default_factory=list)
     output_tokens: int = 7
     long: int | None = None
     hold: str | None = None
@@ -97,6 +98,19 @@ def turn_prompt(messages: list[dict]) -> str:
                 if block.get("type") == "text" and not str(block.get("text", "")).startswith("<system-reminder>"):
                     return str(block.get("text", ""))
     return ""
+
+
+def results_since_prompt(messages: list[dict]) -> int:
+    """How many tool results the current turn has had (one per tool call made since its prompt)."""
+    count = 0
+    for message in reversed(messages or []):
+        if not (isinstance(message, dict) and message.get("role") == "user"):
+            continue
+        blocks = _blocks(message.get("content"))
+        count += sum(b.get("type") == "tool_result" for b in blocks)
+        if any(b.get("type") == "text" and not str(b.get("text", "")).startswith("<system-reminder>") for b in blocks):
+            break
+    return count
 
 
 def current_prompt(messages: list[dict]) -> tuple[str, str | None]:
@@ -136,7 +150,7 @@ def parse_directives(text: str) -> Directives:
             d.hold = value
         elif key == "tool":
             name, _, raw = value.partition(" ")
-            d.tool = (name, json.loads(raw) if raw.strip() else {})
+            d.tools.append((name, json.loads(raw) if raw.strip() else {}))
     return d
 
 
@@ -267,17 +281,20 @@ class _Handler(BaseHTTPRequestHandler):
             return
         number = self.server.next_number()
         model = str(body.get("model") or "claude-mock")
+        tool = d.tools[0] if d.tools else None
         if tool_result is not None:
             d.reply = "tool said: " + tool_result[:500]
-            d.hold = parse_directives(turn_prompt(body.get("messages") or [])).hold
+            turn = parse_directives(turn_prompt(body.get("messages") or []))
+            done = results_since_prompt(body.get("messages") or [])
+            d.hold, tool = turn.hold, turn.tools[done] if done < len(turn.tools) else None
         if d.long is not None:
             d.reply = long_reply(d.long)
         blocks: list[dict] = []
-        if d.tool is not None:
-            blocks.append({"type": "tool_use", "id": f"toolu_mock{number:06d}", "name": d.tool[0], "input": d.tool[1]})
+        if tool is not None:
+            blocks.append({"type": "tool_use", "id": f"toolu_mock{number:06d}", "name": tool[0], "input": tool[1]})
         else:
             blocks.append({"type": "text", "text": d.reply if d.reply is not None else f"mock reply #{number}"})
-        stop_reason = "tool_use" if d.tool is not None else "end_turn"
+        stop_reason = "tool_use" if tool is not None else "end_turn"
         usage = {"input_tokens": 11, "output_tokens": d.output_tokens, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
         message = {
             "id": f"msg_mock{number:06d}",
@@ -292,7 +309,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not body.get("stream"):
             self._json(200, {**message, "content": blocks, "stop_reason": stop_reason, "usage": usage})
             return
-        self._stream(message, blocks, stop_reason, usage, d.sleep, d.hold if d.tool is None else None)
+        self._stream(message, blocks, stop_reason, usage, d.sleep, d.hold if tool is None else None)
 
     def _stream(self, message: dict, blocks: list[dict], stop_reason: str, usage: dict, sleep: float, hold: str | None = None) -> None:
         self.send_response(200)
