@@ -74,6 +74,7 @@ class EventStream:
         try:
             if self._write is None:
                 self._write = self._start_response("200 OK", list(SSE_HEADERS))
+                log.debug("answering %s as an event stream (the client asked for progress)", message.get("method"))
             self._write(sse_event(message))
             self._flush()
         except Exception as exc:  # waitress's ClientDisconnected, a socket error: the reader is gone

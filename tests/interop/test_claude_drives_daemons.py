@@ -120,3 +120,31 @@ def test_agent_finds_reads_around_and_waits_through_the_views(stack):
     text = _bounded(stack("MOCK:tool=mcp__bash__run " + json.dumps(server)))
     assert text.startswith("task started: id=server\nstatus=running"), text
     assert "wait_for matched (server, stdout line 2): ready: listening on 127.0.0.1:8080" in text
+
+
+def test_claude_takes_a_streamed_answer_and_its_print_mode_shows_no_progress(daemon_factory, mock_api, claude_bin,
+                                                                              tmp_path):
+    """Claude Code sends a progressToken with every tools/call and accepts text/event-stream, so a wait that
+    prints gets a streamed answer (the daemon's debug log says so); the model then reads the whole result as
+    from a JSON answer. Its print mode's stream-json writes no line for an MCP server's progress (it has
+    `tool_progress` lines for its own Bash tool and heartbeats only): the interactive view is where it shows."""
+    module, server = mock_api
+    env = dict(module.claude_env(server.url, tmp_path / "scratch"), ENABLE_TOOL_SEARCH="false")
+    bash = daemon_factory([str(BIN / "hive-bash-daemon"), "--state-dir", str(tmp_path / "state"), "--log-level", "debug"],
+                          env=env)
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"bash": {"type": "http", "url": bash.url}}}))
+    project = tmp_path / "project"
+    project.mkdir()
+    ticking = {"cmd": "for i in 1 2 3; do echo tick-$i; sleep 1; done", "name": "ticks", "wait_seconds": 20}
+    proc = subprocess.run([str(claude_bin), "-p", "--strict-mcp-config", "--mcp-config", str(config),
+                           "--dangerously-skip-permissions", "--output-format", "stream-json", "--verbose",
+                           "MOCK:tool=mcp__bash__run " + json.dumps(ticking)],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, f"claude -p failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    assert "answering notifications/progress as an event stream" in bash.log(), bash.log()[-2000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    results = [b for m in lines if m.get("type") == "user" for b in m["message"]["content"] if b.get("type") == "tool_result"]
+    text = "".join(c.get("text", "") for c in results[0]["content"])
+    assert text.startswith("id=ticks status=done exit_code=0") and "tick-1\ntick-2\ntick-3" in text, text
+    assert not [m for m in lines if m.get("type") in ("tool_progress", "progress")], "print mode now shows progress: test it"
