@@ -1,5 +1,5 @@
 """Bash daemon: run round trip, exit-to-answer latency, throughput, 1,000 running tasks, a 1 GiB output, grep
-over it, and status with each output view.
+over it, status with each output view, and the send round trip (tty and pipe).
 
 Each figure stands beside a baseline measured in the same run.
 
@@ -11,6 +11,7 @@ directory where a file creation is quickest at the start (bench_support.choose_w
 Compare code changes in interleaved runs all the same: two cores shared with other work move every figure.
 """
 
+import itertools
 import os
 import subprocess
 import sys
@@ -315,4 +316,35 @@ def status_views(ctx):
     return rows
 
 
-BENCHMARKS = [run_round_trip, exit_to_answer, throughput, many_running, big_output, grep_big_output, status_views]
+def send_round_trip(ctx):
+    """send to a `cat` on a tty and on a pipe, answered at the echo of what was sent (`wait_for` on it), beside
+    a plain status of the same task, interleaved. Each send's text is new, so its echo is what ends the wait."""
+    n = ctx.reps(300, 60)
+    serial = itertools.count()
+    with Daemon(DAEMON, ctx.workdir / "send") as d:
+        conn = McpConnection(d.port)
+        for kind in ("tty", "pipe"):
+            conn.call("run", {"cmd": "cat", "stdin": kind, "name": f"cat-{kind}", "wait_seconds": 0})
+
+        def send(kind):
+            token = f"ping-{next(serial)}"  # new on every call
+            return conn.call("send", {"id": f"cat-{kind}", "text": token, "wait_for": token, "wait_seconds": 5})
+
+        contenders = {"status": lambda: conn.call("status", {"id": "cat-pipe"}), "tty": lambda: send("tty"),
+                      "pipe": lambda: send("pipe")}
+        _interleaved(contenders, 30, rounds=3)  # warm-up
+        got = {name: percentiles(samples) for name, samples in _interleaved(contenders, n).items()}
+        for kind in ("tty", "pipe"):
+            conn.call("kill", {"id": f"cat-{kind}", "force": True})
+        conn.close()
+    bmed = got["status"][0]
+    rows = [Row("bash", "status round trip (a cat on a pipe)", "ms", *got["status"], n)]
+    for kind in ("tty", "pipe"):
+        med, p99 = got[kind]
+        rows.append(Row("bash", f"send round trip to a cat on a {kind} (to the echo)", "ms", med, p99, n,
+                        "status", bmed, target="within 2 ms of status", ok=med - bmed <= 2.0))
+    return rows
+
+
+BENCHMARKS = [run_round_trip, exit_to_answer, throughput, many_running, big_output, grep_big_output, status_views,
+              send_round_trip]

@@ -57,8 +57,10 @@ def stack(daemon_factory, mock_api, claude_bin, sink, tmp_path):
                    if isinstance(m.get("content"), list) for b in m["content"]
                    if isinstance(b, dict) and b.get("type") == "tool_result"]
         assert results, f"claude sent no tool result back to the model:\n{proc.stdout[-2000:]}"
-        content = results[-1].get("content")
-        return content if isinstance(content, str) else "".join(b.get("text", "") for b in content or [])
+        texts = [r.get("content") if isinstance(r.get("content"), str)
+                 else "".join(b.get("text", "") for b in r.get("content") or []) for r in results]
+        turn.results = list(dict.fromkeys(texts))  # every tool result of the turn (later requests repeat them)
+        return texts[-1]
 
     turn.bash_state = tmp_path / "bash-state"
     return turn
@@ -148,3 +150,25 @@ def test_claude_takes_a_streamed_answer_and_its_print_mode_shows_no_progress(dae
     text = "".join(c.get("text", "") for c in results[0]["content"])
     assert text.startswith("id=ticks status=done exit_code=0") and "tick-1\ntick-2\ntick-3" in text, text
     assert not [m for m in lines if m.get("type") in ("tool_progress", "progress")], "print mode now shows progress: test it"
+
+
+def test_agent_drives_a_python_repl_on_a_terminal_through_send(stack):
+    """Issue 26 through real claude: one turn of three tool calls (three MOCK:tool lines) starts `python3 -i` on a
+    tty, defines a value and computes with it through send; every answer the model got is bounded."""
+    prompt = "\n".join([
+        "MOCK:tool=mcp__bash__run " + json.dumps({"cmd": "python3 -i -q", "stdin": "tty", "name": "repl",
+                                                   "wait_for": ">>> $", "wait_seconds": 20}),
+        "MOCK:tool=mcp__bash__send " + json.dumps({"id": "repl", "text": "x = 6 * 7", "wait_for": ">>> $",
+                                                    "wait_seconds": 20}),
+        "MOCK:tool=mcp__bash__send " + json.dumps({"id": "repl", "text": "print(x + 0.5)", "wait_for": ">>> $",
+                                                    "wait_seconds": 20}),
+    ])
+    last = stack(prompt)
+    started, defined, computed = stack.results
+    assert started.startswith("task started: id=repl") and "wait_for matched" in started, started
+    assert defined.startswith("id=repl status=running stdin=tty") and "Traceback" not in defined, defined
+    assert computed.startswith("id=repl status=running stdin=tty") and "\n42.5\n" in computed, computed
+    assert last == computed and "\x1b" not in computed
+    for text in stack.results:
+        _bounded(text)
+    stack('MOCK:tool=mcp__bash__kill {"id": "repl", "force": true}')
