@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ def begin() -> None:
     _pending.queue = []
 
 
-def answer_then_run(body: Iterable[bytes]) -> "AnswerThenRun":
+def answer_then_run(body: Iterable[bytes]) -> AnswerThenRun:
     """The response body, wrapped so that closing it (after it is sent) runs the collected work."""
     queue, _pending.queue = _pending.queue, None
     return AnswerThenRun(body, queue)
@@ -38,7 +38,7 @@ class AnswerThenRun:
         self.body = body
         self.work = work
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[bytes]:
         return iter(self.body)
 
     def close(self) -> None:

@@ -17,9 +17,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Protocol
 
 from mcp_types import methods as mcp_methods
 
@@ -153,7 +154,8 @@ class Pacer:
         return max(0.0, min(self.poll, self.heartbeat - since))
 
 
-def paced_wait(cond: threading.Condition, done: Callable[[], bool], seconds: float, progress, cancel: Cancellation,
+def paced_wait(cond: threading.Condition, done: Callable[[], bool], seconds: float, progress: ProgressReporter,
+               cancel: Cancellation,
                news: Callable[[], object], message: Callable[[float], str], clock: Callable[[], float] = time.monotonic) -> bool:
     """Wait (not holding `cond`) until `done()` (checked under `cond`), a cancel, or `seconds`; meanwhile report
     progress as the pacer says. `news()` (outside the lock) returns a value that changes when there is

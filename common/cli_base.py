@@ -11,11 +11,21 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar, overload
 
 import click
+from click.decorators import FC  # a command's function (or command), as click's decorators take it
+
+if TYPE_CHECKING:  # imported where they are used: an operator command starts faster without them
+    from common.config import ServerSettings
+    from common.mcp_client import ToolCallResult
+    from common.serve import Listener
+    from common.state_dir import StateDir
+
+S = TypeVar("S", bound="ServerSettings")
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 120}
 EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 1, 2, 3
@@ -55,7 +65,7 @@ class _OneLineErrors:
         except OSError as exc:
             where = f" ({exc.filename})" if exc.filename else ""
             raise click.ClickException(f"{exc.strerror or exc}{where}") from None
-        except Exception as exc:  # noqa: BLE001 - the promise is one line, never a traceback
+        except Exception as exc:
             logging.getLogger(__name__).debug("the traceback of %r", exc, exc_info=True)  # --log-level debug shows it
             raise click.ClickException(f"unexpected {type(exc).__name__}: {exc}") from None
 
@@ -72,14 +82,27 @@ class OneLineGroup(_OneLineErrors, click.Group):
     command_class = OneLineCommand
 
 
-def program(name: str, exit_codes: Sequence[tuple[int | str, str]], *, group: bool = False, **kwargs: Any) -> Callable:
+@overload
+def program(name: str, exit_codes: Sequence[tuple[int | str, str]], *, group: Literal[True], **kwargs: Any
+            ) -> Callable[[Callable[..., Any]], click.Group]: ...
+
+
+@overload
+def program(name: str, exit_codes: Sequence[tuple[int | str, str]], *, group: Literal[False] = False,
+            **kwargs: Any) -> Callable[[Callable[..., Any]], click.Command]: ...
+
+
+def program(name: str, exit_codes: Sequence[tuple[int | str, str]], *, group: bool = False, **kwargs: Any
+            ) -> Callable[[Callable[..., Any]], click.Command]:
     """A top-level click command (or group) in the shape every program here shares."""
 
-    def decorate(fn: Callable) -> click.Command:
+    def decorate(fn: Callable[..., Any]) -> click.Command:
         fn = click.version_option(package_version(), "--version", prog_name=name)(fn)
-        make = click.group if group else click.command
-        return make(name=name, cls=OneLineGroup if group else OneLineCommand, context_settings=CONTEXT_SETTINGS,
-                    epilog=exit_codes_epilog(exit_codes), **kwargs)(fn)
+        shape: dict[str, Any] = dict(name=name, context_settings=CONTEXT_SETTINGS,
+                                     epilog=exit_codes_epilog(exit_codes), **kwargs)
+        if group:
+            return click.group(cls=OneLineGroup, **shape)(fn)
+        return click.command(cls=OneLineCommand, **shape)(fn)
 
     return decorate
 
@@ -87,7 +110,7 @@ def program(name: str, exit_codes: Sequence[tuple[int | str, str]], *, group: bo
 # ----- the daemons ---------------------------------------------------------------------------------------------
 
 
-def claim_daemon_start(settings_type: type, options: dict[str, Any], name: str) -> tuple[Any, Any, Any]:
+def claim_daemon_start(settings_type: type[S], options: dict[str, Any], name: str) -> tuple[S, StateDir, Listener]:
     """A daemon's settings from its command line and its logging, then every check that can refuse the start,
     the state directory's lock and the listening socket, in that order: a refused start has read, recovered
     or written nothing in the state directory. Returns (settings with the state directory as claimed, the
@@ -123,7 +146,8 @@ class DaemonClient:
         self._said_waiting = False
         self.token = _read_token(token_file) if token_file is not None else None
 
-    def call(self, tool: str, arguments: dict[str, Any], *, as_json: bool = False, wait: float = 0.0):
+    def call(self, tool: str, arguments: dict[str, Any], *, as_json: bool = False, wait: float = 0.0
+             ) -> ToolCallResult:
         """One tool call; exits 3 when the daemon cannot be reached and 1 when it refuses (the reason on stderr,
         or as {"error": ...} with --json)."""
         from common.mcp_client import McpClientError, call_tool
@@ -159,16 +183,16 @@ def _read_token(path: Path) -> str:
         raise click.UsageError(f"--token-file: {exc}") from None
 
 
-def fail(prog: str, message: str, code: int) -> None:
+def fail(prog: str, message: str, code: int) -> NoReturn:
     """Print `prog: message` as one line on stderr and exit with `code`."""
     click.echo(f"{prog}: {' '.join(message.split())}", err=True)
     sys.exit(code)
 
 
-def client_options(prefix: str, port: int) -> Callable:
+def client_options(prefix: str, port: int) -> Callable[[FC], FC]:
     """--url, --token-file and --timeout of an operator client, each with its variable."""
 
-    def decorate(fn: Callable) -> Callable:
+    def decorate(fn: FC) -> FC:
         fn = click.option("--timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
                           help="Seconds to wait for the daemon's answer, on top of any wait the command asks for.")(fn)
         fn = click.option("--token-file", envvar=f"{prefix}_TOKEN_FILE", show_envvar=True, type=click.Path(path_type=Path),
@@ -183,7 +207,7 @@ def client_options(prefix: str, port: int) -> Callable:
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the exact structured result as JSON.")
 
 
-def show(result, as_json: bool) -> None:
+def show(result: ToolCallResult, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(result.data, indent=2, sort_keys=True))
     else:

@@ -6,12 +6,14 @@ the same names. Settings objects are frozen: read once at start-up, passed down 
 """
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import NoneType, UnionType
-from typing import Any, Callable, Literal, get_args, get_origin
+from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import click
+from click.decorators import FC  # a command's function (or command), as click's decorators take it
 
 from common.durability import MODES as FSYNC_MODES
 
@@ -186,11 +188,14 @@ class SubagentSettings(ServerSettings):
                 raise click.BadParameter("must be >= 0 seconds", param_hint=hint)
 
 
-def knob_fields(settings_cls: type) -> list[dataclasses.Field]:
+S = TypeVar("S", bound=ServerSettings)
+
+
+def knob_fields(settings_cls: type) -> list[dataclasses.Field[Any]]:
     return [f for f in dataclasses.fields(settings_cls) if "unit" in f.metadata]
 
 
-def env_name(f: dataclasses.Field, prefix: str) -> str:
+def env_name(f: dataclasses.Field[Any], prefix: str) -> str:
     return f.metadata["env"] or f"{prefix}_{f.name.upper()}"
 
 
@@ -203,7 +208,7 @@ _CLICK_TYPES: dict[Any, Any] = {
 }
 
 
-def click_type(f: dataclasses.Field) -> Any:
+def click_type(f: dataclasses.Field[Any]) -> Any:
     """The click type of a knob, from its declared type."""
     declared = f.type
     if isinstance(declared, UnionType):  # `X | None`: an optional knob of type X
@@ -218,12 +223,12 @@ def click_type(f: dataclasses.Field) -> Any:
         raise TypeError(f"knob {f.name}: no command-line type for {f.type!r}") from None
 
 
-def click_options(settings_cls: type, prefix: str) -> Callable:
+def click_options(settings_cls: type, prefix: str) -> Callable[[FC], FC]:
     """Decorate a click command with one option per knob of `settings_cls` (env var `<prefix>_<NAME>`)."""
 
-    def decorate(command: Callable) -> Callable:
+    def decorate(command: FC) -> FC:
         for f in reversed(knob_fields(settings_cls)):
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             flag = "--" + f.name.replace("_", "-")
             unit = f.metadata["unit"]
             extra: dict[str, Any] = {}
@@ -245,10 +250,10 @@ def click_options(settings_cls: type, prefix: str) -> Callable:
     return decorate
 
 
-def settings_from_options(settings_cls: type, options: dict[str, Any]):
+def settings_from_options(settings_cls: type[S], options: dict[str, Any]) -> S:
     """Build the frozen settings object from click's parsed options (unknown keys are left to the caller)."""
     names = {f.name for f in knob_fields(settings_cls)}
-    values = {k: (tuple(v) if isinstance(v, list) else v) for k, v in options.items() if k in names}
+    values: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in options.items() if k in names}
     settings = settings_cls(**values)
     settings.validate()
     return settings

@@ -21,8 +21,12 @@ from __future__ import annotations
 import logging
 import os
 import pwd
+import socket
 import time
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import click
 from waitress.channel import HTTPChannel
@@ -76,7 +80,7 @@ class ConnectionPolicy:
         """Open sockets (waitress's map: listener, trigger, connections) from which idle connections make room."""
         return self.connection_limit - max(1, int(self.connection_limit * ROOM_FRACTION))
 
-    def refusal(self, sock) -> bytes | None:
+    def refusal(self, sock: socket.socket) -> bytes | None:
         """The 403 answer for a connection whose caller is not allowed, or None to serve it."""
         try:
             local, peer = sock.getsockname(), sock.getpeername()
@@ -104,20 +108,21 @@ class GuardedChannel(StreamingChannel, HTTPChannel):
     a new connection's first request, and room made for it near the connection limit (and, from
     StreamingChannel, the hooks of a streamed answer)."""
 
-    def __init__(self, server, sock, addr, adj, map=None):
+    def __init__(self, server: TcpWSGIServer, sock: socket.socket, addr: Any, adj: Any,
+                 map: dict[int, Any] | None = None) -> None:
         super().__init__(server, sock, addr, adj, map)
-        policy: ConnectionPolicy = server.hive_policy
+        self.policy = policy = _LISTENERS[server].policy
         self.refused = policy.refusal(sock)
         self.accepted_at = time.monotonic()
         # Monotonic time the request now being read began to arrive (None: none is partly read). A refused
         # connection is on the clock from the start, so one that never sends anything is closed soon too.
         self.request_began: float | None = self.accepted_at if self.refused else None
-        self._timed_request = None
+        self._timed_request: object = None
         self.served = False  # a whole request has reached a request thread: no longer a new connection
-        if len(server._map) >= policy.crowded_at:
+        if len(_socket_map(server)) >= policy.crowded_at:
             make_room(server, self)
 
-    def service(self):
+    def service(self) -> None:
         self.served = True  # before the request leaves self.requests: the sweeps never see it idle and new
         return super().service()
 
@@ -131,7 +136,7 @@ class GuardedChannel(StreamingChannel, HTTPChannel):
         self.request_began = None
         self.will_close = True
 
-    def received(self, data):
+    def received(self, data: bytes) -> bool:
         if self.refused is not None:
             if not (self.will_close or self.close_when_flushed):
                 self._answer_and_close(self.refused)
@@ -155,9 +160,9 @@ class GuardedChannel(StreamingChannel, HTTPChannel):
         self.request_began = None
         if self.refused is None:
             log.warning("closing a connection from %s:%s: its request did not arrive within %gs (--body-timeout)",
-                        self.addr[0], self.addr[1], self.server.hive_policy.body_timeout)
+                        self.addr[0], self.addr[1], self.policy.body_timeout)
         self._refuse(_plain_response("408 Request Timeout", "Request Timeout: the request did not arrive within "
-                                     f"{self.server.hive_policy.body_timeout:g}s"))
+                                     f"{self.policy.body_timeout:g}s"))
 
     def expire_first(self) -> None:
         """No whole first request within --first-request-timeout: closed, with a 408 if one had begun."""
@@ -166,7 +171,7 @@ class GuardedChannel(StreamingChannel, HTTPChannel):
             return
         self.request_began = None
         self._refuse(_plain_response("408 Request Timeout", "Request Timeout: the first request did not arrive "
-                                     f"within {self.server.hive_policy.first_request_timeout:g}s of connecting"))
+                                     f"within {self.policy.first_request_timeout:g}s of connecting"))
 
     def _refuse(self, response: bytes) -> None:
         if self.requests or self.will_close or self.close_when_flushed:
@@ -192,31 +197,52 @@ class _Tally:
             self.count, self.next_log = 0, now + LOG_EVERY
 
 
-def _channels(server) -> list[GuardedChannel]:
-    return [c for c in server._map.values() if isinstance(c, GuardedChannel)]
+@dataclass
+class _Listener:
+    """What install() puts on one listening socket: its policy and the tallies of what its sweeps closed."""
+
+    policy: ConnectionPolicy
+    tallies: dict[str, _Tally]
 
 
-def make_room(server, newcomer: GuardedChannel) -> None:
+# Each guarded listener's, set by install(); a channel looks its listener's up once, at accept.
+_LISTENERS: weakref.WeakKeyDictionary[Any, _Listener] = weakref.WeakKeyDictionary()
+
+
+def _socket_map(server: Any) -> dict[int, Any]:
+    """Every open socket of the serving loop (wasyncore's map, which the stubs do not declare)."""
+    sockets: dict[int, Any] = server._map
+    return sockets
+
+
+def _channels(server: Any) -> list[GuardedChannel]:
+    return [c for c in _socket_map(server).values() if isinstance(c, GuardedChannel)]
+
+
+def make_room(server: Any, newcomer: GuardedChannel) -> None:
     """Close the idle connections that waited longest (never served first) until the open sockets are below
     the policy's crowded_at again; called as a connection is accepted, so the newcomer itself is spared."""
     channels = _channels(server)
     closing = sum(1 for c in channels if c.will_close or c.close_when_flushed)
-    excess = len(server._map) - closing - server.hive_policy.crowded_at + 1
+    listener = _LISTENERS[server]
+    excess = len(_socket_map(server)) - closing - listener.policy.crowded_at + 1
     if excess <= 0:
         return
     idle = sorted((c for c in channels if c is not newcomer and c.idle()),
                   key=lambda c: (c.served, c.refused is None, c.last_activity))
     for channel in idle[:excess]:
         channel.close_idle()
-    server.hive_tallies["room"].add(min(excess, len(idle)), time.monotonic())
+    listener.tallies["room"].add(min(excess, len(idle)), time.monotonic())
 
 
-def _sweep(server: TcpWSGIServer, original_maintenance):
+def _sweep(server: TcpWSGIServer, original_maintenance: Callable[[Any], None]) -> Callable[[Any], None]:
     def maintenance(now: float) -> None:
         original_maintenance(now)
-        policy, clock = server.hive_policy, time.monotonic()
+        listener, clock = _LISTENERS[server], time.monotonic()
+        policy = listener.policy
         cutoff, first_cutoff, silent = clock - policy.body_timeout, clock - policy.first_request_timeout, 0
-        for channel in list(server.active_channels.values()):
+        channels: dict[int, object] = server.active_channels  # type: ignore[assignment]  # the stub: one channel
+        for channel in list(channels.values()):
             if not isinstance(channel, GuardedChannel):
                 continue
             if (not channel.served and channel.refused is None and channel.accepted_at < first_cutoff
@@ -225,23 +251,22 @@ def _sweep(server: TcpWSGIServer, original_maintenance):
                 silent += 1
             elif channel.request_began is not None and channel.request_began < cutoff:
                 channel.expire()
-        server.hive_tallies["first"].add(silent, clock)
-        server.hive_tallies["room"].flush(clock)
+        listener.tallies["first"].add(silent, clock)
+        listener.tallies["room"].flush(clock)
 
     return maintenance
 
 
-def install(server, policy: ConnectionPolicy) -> None:
+def install(server: Any, policy: ConnectionPolicy) -> None:
     """Put the guards on every TCP listener of a waitress server (create_server returns one, or several for
     a host name with more than one address)."""
     listeners = [server] if isinstance(server, TcpWSGIServer) else [
         s for s in server.map.values() if isinstance(s, TcpWSGIServer)]
     for listener in listeners:
-        listener.hive_policy = policy
-        listener.hive_tallies = {
+        _LISTENERS[listener] = _Listener(policy, {
             "first": _Tally(f"%d connection(s) sent no whole request within {policy.first_request_timeout:g}s of "
                             "connecting: closed (--first-request-timeout)"),
             "room": _Tally(f"%d idle connection(s) closed to make room: the connection limit "
-                           f"({policy.connection_limit}) was near (--connection-limit)")}
+                           f"({policy.connection_limit}) was near (--connection-limit)")})
         listener.channel_class = GuardedChannel
-        listener.maintenance = _sweep(listener, listener.maintenance)
+        listener.maintenance = _sweep(listener, listener.maintenance)  # type: ignore[method-assign,assignment]  # wrapped

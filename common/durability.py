@@ -34,7 +34,7 @@ import shutil
 import subprocess
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class Flusher:
     (None: none); both are seams for tests, which observe which files were flushed when rather than timing
     the disk. The tool is used only while `sync` is os.fdatasync: a test's own `sync` sees every file."""
 
-    def __init__(self, directory: str | os.PathLike, mode: str = ALWAYS, window: float = 0.02,
+    def __init__(self, directory: str | os.PathLike[str], mode: str = ALWAYS, window: float = 0.02,
                  sync: Callable[[int], None] | None = None, tool: str | None = "sync"):
         if mode not in MODES:
             raise ValueError(f"fsync: must be one of {', '.join(MODES)}, not {mode!r}")

@@ -13,7 +13,9 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
+from wsgiref.types import StartResponse, WSGIEnvironment
 
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 
@@ -57,7 +59,7 @@ def _weight(text: str) -> float:
 class EventStream:
     """The SSE answer of one request, committed by its first `send`."""
 
-    def __init__(self, environ: dict[str, Any], start_response: Callable):
+    def __init__(self, environ: dict[str, Any], start_response: StartResponse):
         self._start_response = start_response
         self._flush: Callable[[], None] = environ.get(FLUSH_KEY) or (lambda: None)
         self._write: Callable[[bytes], Any] | None = None
@@ -77,7 +79,7 @@ class EventStream:
                 log.debug("answering %s as an event stream (the client asked for progress)", message.get("method"))
             self._write(sse_event(message))
             self._flush()
-        except Exception as exc:  # waitress's ClientDisconnected, a socket error: the reader is gone
+        except Exception as exc:  # noqa: BLE001 - waitress's ClientDisconnected, a socket error: the reader is gone
             log.debug("progress stream closed by the client: %s", exc)
             self.gone = True
             return False
@@ -93,13 +95,16 @@ class StreamedCall:
     """One tools/call's link to its client: its cancellation (a hang-up fires it), its progress reporter and,
     when the client asked for progress (a token, and text/event-stream accepted), the stream it goes on."""
 
-    def __init__(self, environ: dict[str, Any], start_response: Callable, params: Any, version: str,
+    def __init__(self, environ: dict[str, Any], start_response: StartResponse, params: Any, version: str,
                  accept: str | None):
         self.cancel = Cancellation()
         self._channel_gone: Callable[[], bool] = environ.get("waitress.client_disconnected") or (lambda: False)
         token = progress_token_from_params(params) if isinstance(params, dict) else None
-        self.stream = EventStream(environ, start_response) if token is not None and accepts_event_stream(accept) else None
-        self.progress = NO_PROGRESS if self.stream is None else ProgressReporter(token, version, self.stream, self.cancel)
+        self.stream: EventStream | None = None
+        self.progress: ProgressReporter = NO_PROGRESS
+        if token is not None and accepts_event_stream(accept):
+            self.stream = EventStream(environ, start_response)
+            self.progress = ProgressReporter(token, version, self.stream, self.cancel)
         self._hook = environ.get(HANGUP_KEY)
         if self._hook is not None:
             self._hook(self.cancel.fire)
@@ -126,5 +131,5 @@ class StreamEnd:
     def __init__(self, body: list[bytes]):
         self.body = body
 
-    def __call__(self, environ, start_response):
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
         return self.body

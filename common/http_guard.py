@@ -9,6 +9,7 @@ import ipaddress
 import os
 import re
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,7 +85,8 @@ class Guard:
     token: str | None
 
     @classmethod
-    def build(cls, bind_host: str, extra_hosts=(), extra_origins=(), token: str | None = None) -> "Guard":
+    def build(cls, bind_host: str, extra_hosts: Iterable[str] = (), extra_origins: Iterable[str] = (),
+              token: str | None = None) -> "Guard":
         hosts = set(LOOPBACK_NAMES) | {h.lower() for h in extra_hosts}
         if bind_host not in ("0.0.0.0", "::", ""):
             hosts.add(bind_host.strip("[]").lower())

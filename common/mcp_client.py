@@ -59,7 +59,7 @@ def call_tool(url: str, name: str, arguments: dict[str, Any], *, token: str | No
     return ToolCallResult(text=text, data=result.get("structuredContent") or {}, is_error=bool(result.get("isError")))
 
 
-def _post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int, dict]:
+def _post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int, dict[str, Any]]:
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         raise McpClientError(f"url {url!r}: must look like http://127.0.0.1:7711/mcp")

@@ -15,16 +15,18 @@ the SDK's own `classify_inbound_request`.
 import functools
 import json
 import logging
-from typing import Any, Callable
+from collections.abc import Callable, Iterable
+from typing import Any
+from wsgiref.types import StartResponse, WSGIEnvironment
 
 import mcp_types
-from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
     InboundLadderRejection,
     classify_inbound_request,
     unsupported_protocol_version_rejection,
 )
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp_types.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -40,9 +42,9 @@ from werkzeug.wrappers import Request, Response
 
 from common import after_answer
 from common.config import ServerSettings
+from common.event_stream import StreamedCall
 from common.http_guard import Guard, read_token_file
 from common.mcp_methods import McpMethods, RpcError, error_body, first_error
-from common.event_stream import StreamedCall
 from common.mcp_sessions import Session, SessionTable
 from common.tools import ToolRegistry
 
@@ -71,7 +73,7 @@ class JsonAnswer:
         self.headers = [*(headers or {}).items(), ("Content-Type", "application/json"),
                         ("Content-Length", str(len(self.body)))]
 
-    def __call__(self, environ, start_response):
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
         start_response(f"{self.status} {HTTP_STATUS_CODES.get(self.status, 'UNKNOWN').upper()}", self.headers)
         return [] if environ.get("REQUEST_METHOD") == "HEAD" else [self.body]
 
@@ -92,6 +94,8 @@ def _lowered_headers(environ: dict[str, Any]) -> dict[str, str]:
 class McpRequest(Request):
     """werkzeug's Request, with the headers read once into a dict by lower-case name: a request's path looks
     up seven of them, and each lookup through werkzeug's header view re-cases the name."""
+
+    start_response: StartResponse  # set before routing: a streamed answer starts before the route returns
 
     @cached_property
     def lowered_headers(self) -> dict[str, str]:
@@ -116,7 +120,8 @@ def _accept_allows_json(accept: str) -> bool:
 
 def _is_json_content(request: McpRequest) -> bool:
     """The media type of Content-Type, read as werkzeug's `mimetype` reads it (without its parameter parser)."""
-    return request.environ.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower() == "application/json"
+    content_type: str = request.environ.get("CONTENT_TYPE", "")
+    return content_type.split(";", 1)[0].strip().lower() == "application/json"
 
 
 class McpApp:
@@ -133,11 +138,11 @@ class McpApp:
 
     # -- WSGI entry ---------------------------------------------------------------------------------------------
 
-    def __call__(self, environ, start_response):
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         after_answer.begin()
         return after_answer.answer_then_run(self._answer(environ, start_response))
 
-    def _answer(self, environ, start_response):
+    def _answer(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         request = McpRequest(environ)
         request.max_content_length = self.settings.max_body_bytes
         request.start_response = start_response  # a streamed answer starts before the route returns
@@ -168,14 +173,14 @@ class McpApp:
         return self._handshake(request, version)
 
     @staticmethod
-    def _streamed_call(request: McpRequest, body: dict, version: str) -> StreamedCall | None:
+    def _streamed_call(request: McpRequest, body: dict[str, Any], version: str) -> StreamedCall | None:
         """The link of a tools/call to its client (cancellation, progress); None for any other method."""
         if body.get("method") != "tools/call" or "id" not in body:
             return None
         return StreamedCall(request.environ, request.start_response, body.get("params"), version, request.header("Accept"))
 
     @staticmethod
-    def _answered(call: StreamedCall | None, reply: dict, plain: Callable[[], Answer]) -> Answer:
+    def _answered(call: StreamedCall | None, reply: dict[str, Any], plain: Callable[[], Answer]) -> Answer:
         """`plain()`, or the end of the call's stream when it streamed (common/event_stream.py)."""
         return plain() if call is None else call.answer(reply, plain)
 
@@ -248,7 +253,7 @@ class McpApp:
         reply = {"jsonrpc": "2.0", "id": request_id, "result": result}
         return self._answered(call, reply, lambda: JsonAnswer(reply))
 
-    def _modern_notification(self, request: McpRequest, body: dict) -> Answer:
+    def _modern_notification(self, request: McpRequest, body: dict[str, Any]) -> Answer:
         """Acknowledge and drop (202): the 2026 wire defines no client notifications a server acts on."""
         if body.get("jsonrpc") != "2.0" or not isinstance(body.get("method"), str):
             return JsonAnswer(error_body(None, RpcError(INVALID_REQUEST, "Invalid notification")), 400)
@@ -294,7 +299,7 @@ class McpApp:
         status = 400 if "error" in reply and reply["error"]["code"] in (PARSE_ERROR, INVALID_REQUEST) else 200
         return self._answered(call, reply, lambda: JsonAnswer(reply, status))
 
-    def _initialize(self, body: dict) -> Answer:
+    def _initialize(self, body: dict[str, Any]) -> Answer:
         request_id = body.get("id")
         params = body.get("params")
         try:
@@ -322,7 +327,7 @@ class McpApp:
             return _plain(404, "Not Found: unknown or expired session")
         return Response(status=204)
 
-    def _batch(self, items: list, session: Session) -> Answer:
+    def _batch(self, items: list[Any], session: Session) -> Answer:
         if not items:
             return JsonAnswer(error_body(None, RpcError(INVALID_REQUEST, "Invalid request: empty batch")), 400)
         replies = [r for r in (self._handshake_message(item, session.protocol_version, in_batch=True, session=session)
@@ -330,7 +335,7 @@ class McpApp:
         return JsonAnswer(replies) if replies else Response(status=202)
 
     def _handshake_message(self, message: Any, version: str, in_batch: bool = False, session: Session | None = None,
-                           call: StreamedCall | None = None) -> dict | None:
+                           call: StreamedCall | None = None) -> dict[str, Any] | None:
         """Answer one JSON-RPC message; None for notifications and client responses (202)."""
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             return error_body(None, RpcError(INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message"))

@@ -55,13 +55,13 @@ class McpMethods:
         text = self.registry.instructions
         return {"instructions": text} if text else {}
 
-    def dispatch(self, method: str, params: Any, version: str, modern: bool, call: Any = None) -> dict:
+    def dispatch(self, method: str, params: Any, version: str, modern: bool, call: Any = None) -> dict[str, Any]:
         """One method's result; `call` (common/event_stream.StreamedCall) links a tools/call to its client."""
         if params is not None and not isinstance(params, dict):
             raise RpcError(INVALID_PARAMS, "Invalid params: params must be an object")
         params = params or {}
         if method == "tools/list":
-            result: dict = {"tools": self.registry.listing()}
+            result: dict[str, Any] = {"tools": self.registry.listing()}
             if modern:
                 result.update(ttlMs=TOOL_LIST_TTL_MS, cacheScope="public")
             return result
@@ -79,11 +79,13 @@ class McpMethods:
             }
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", data=method)
 
-    def _call_tool(self, params: dict, version: str, call: Any) -> dict:
+    def _call_tool(self, params: dict[str, Any], version: str, call: Any) -> dict[str, Any]:
         name = params.get("name")
         if not isinstance(name, str):
             raise RpcError(INVALID_PARAMS, "Invalid params: name must be a string (the tool to call)")
-        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        meta = params.get("_meta")
+        if not isinstance(meta, dict):
+            meta = {}
         ctx = CallContext(structured=meta.get(STRUCTURED_META_KEY) is True, protocol_version=version,
                           operator=meta.get(OPERATOR_META_KEY) is True, **_linked(call))
         try:
@@ -97,14 +99,14 @@ class McpMethods:
         return self._tool_result(result, ctx)
 
     @staticmethod
-    def _tool_result(result: ToolResult, ctx: CallContext) -> dict:
+    def _tool_result(result: ToolResult, ctx: CallContext) -> dict[str, Any]:
         body: dict[str, Any] = {"content": [{"type": "text", "text": result.text}], "isError": result.is_error}
         if ctx.structured:
             body["structuredContent"] = result.data
         return body
 
     @staticmethod
-    def serialise(method: str, version: str, result: dict) -> dict:
+    def serialise(method: str, version: str, result: dict[str, Any]) -> dict[str, Any]:
         """Validate and shape a result with the SDK's per-version types; a mismatch is our bug, so it is logged.
 
         A tools/call result of the plain shape `_tool_result` builds is sent as it is: the SDK's dump of that
@@ -124,7 +126,7 @@ class McpMethods:
 _PLAIN_RESULT_KEYS = frozenset({"content", "isError", "structuredContent", "resultType"})
 
 
-def is_plain_tool_result(result: dict, version: str) -> bool:
+def is_plain_tool_result(result: dict[str, Any], version: str) -> bool:
     """Text content only, an isError flag, optionally a structuredContent object, and resultType "complete"
     exactly when `version` has it (the 2026 era requires it, the handshake era does not know it)."""
     content = result.get("content")

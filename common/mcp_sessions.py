@@ -9,9 +9,10 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 
 @dataclass
@@ -20,7 +21,7 @@ class Session:
     protocol_version: str
     last_used: float
     # The session's tools/calls in flight, by request id, for `notifications/cancelled` (guarded by the table's lock).
-    calls: dict = field(default_factory=dict)
+    calls: dict[str | int, Any] = field(default_factory=dict)
 
 
 class SessionTable:
@@ -29,7 +30,7 @@ class SessionTable:
         self.cap = cap
         self._clock = clock
         self._lock = threading.Lock()
-        self._sessions: "OrderedDict[str, Session]" = OrderedDict()
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
 
     def create(self, protocol_version: str) -> Session:
         session = Session(secrets.token_hex(16), protocol_version, self._clock())

@@ -29,7 +29,7 @@ class Notices:
     enabled: bool
 
     @classmethod
-    def for_socket(cls, agent_socket: Any) -> "Notices":
+    def for_socket(cls, agent_socket: Any) -> Notices:
         return cls(agent_socket is not None)
 
     def say(self, promise: str, instead: str) -> str:

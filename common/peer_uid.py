@@ -23,6 +23,7 @@ import os
 import socket
 import struct
 import threading
+from typing import Any
 
 TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 _TIME_WAIT = b"06"
@@ -65,7 +66,7 @@ def _spellings(address: str) -> list[tuple[str, str]]:
     return [(TCP_TABLES[1], _hex_v6(str(ip)))]
 
 
-def peer_uid(local: tuple, peer: tuple) -> int:
+def peer_uid(local: tuple[Any, ...], peer: tuple[Any, ...]) -> int:
     """The uid owning the client socket of the connection (`local` is our end, as getsockname() gives it,
     `peer` the client's, as getpeername()); PeerUnknown when no live socket of this machine is it."""
     try:
@@ -101,7 +102,7 @@ def _netlink() -> socket.socket:
     return nl
 
 
-def peer_uid_netlink(local: tuple, peer: tuple) -> int:
+def peer_uid_netlink(local: tuple[Any, ...], peer: tuple[Any, ...]) -> int:
     family, client = _packed(peer[0])
     _, server = _packed(local[0])
     nl = _netlink()
@@ -129,10 +130,11 @@ def _diag_lookup(nl: socket.socket, family: int, src: bytes, sport: int, dst: by
         raise OSError(errno.EPROTO, "unexpected sock_diag reply")
     if reply[_NLMSGHDR.size + 1] == TCP_TIME_WAIT:
         return None
-    return struct.unpack_from("=I", reply, _MSG_UID_OFFSET)[0]
+    uid: int = struct.unpack_from("=I", reply, _MSG_UID_OFFSET)[0]
+    return uid
 
 
-def peer_uid_proc(local: tuple, peer: tuple) -> int:
+def peer_uid_proc(local: tuple[Any, ...], peer: tuple[Any, ...]) -> int:
     """The same answer from /proc/net/tcp{,6} (slow: see the module's docstring)."""
     ours = dict(_spellings(local[0]))
     for table, client in _spellings(peer[0]):

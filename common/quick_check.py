@@ -12,7 +12,8 @@ generated arguments by tests/robustness/test_fuzz_tool_args.py.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 Check = Callable[[Any], bool]
 
@@ -40,7 +41,7 @@ TYPES: dict[str, Check] = {
 }
 
 
-def compile_quick_check(schema: Any) -> Callable[[dict], bool] | None:
+def compile_quick_check(schema: Any) -> Callable[[dict[str, Any]], bool] | None:
     """A function that says True only for arguments `schema` accepts; None if the schema is beyond it."""
     if not isinstance(schema, dict) or schema.get("type") != "object" or not set(schema) <= OBJECT_KEYWORDS:
         return None
@@ -55,10 +56,12 @@ def compile_quick_check(schema: Any) -> Callable[[dict], bool] | None:
         if check is None:
             return None
         checks[name] = check
-    required_names = tuple(required)
-    additional_allowed = closed is True
+    return _object_check(checks, tuple(required), additional_allowed=closed is True)
 
-    def quick(arguments: dict) -> bool:
+
+def _object_check(checks: dict[str, Check], required_names: tuple[str, ...], additional_allowed: bool
+                  ) -> Callable[[dict[str, Any]], bool]:
+    def quick(arguments: dict[str, Any]) -> bool:
         for name in required_names:
             if name not in arguments:
                 return False
@@ -82,7 +85,7 @@ def _compile_property(sub: Any) -> Check | None:
     is_type = TYPES.get(sub["type"]) if isinstance(sub["type"], str) else None
     if is_type is None:
         return None
-    checks = [is_type]
+    checks: list[Check | None] = [is_type]
     if sub["type"] in ("integer", "number"):
         checks += _number_bounds(sub)
     if sub["type"] == "string":
@@ -93,12 +96,13 @@ def _compile_property(sub: Any) -> Check | None:
             return None
         members = frozenset(allowed)
         checks.append(lambda v: isinstance(v, str) and v in members)
-    if any(c is None for c in checks):
+    ready = [c for c in checks if c is not None]
+    if len(ready) < len(checks):
         return None
-    return lambda v: all(check(v) for check in checks)
+    return lambda v: all(check(v) for check in ready)
 
 
-def _compile_array(sub: dict) -> Check | None:
+def _compile_array(sub: dict[str, Any]) -> Check | None:
     """A list of items of one flat schema (bash status `ids`); uniqueness only of strings (as jsonschema
     compares them: plain equality)."""
     low, high, unique = sub.get("minItems", 0), sub.get("maxItems"), sub.get("uniqueItems", False)
@@ -115,20 +119,28 @@ def _compile_array(sub: dict) -> Check | None:
     return check
 
 
-def _number_bounds(sub: dict) -> list[Check | None]:
+def _number_bounds(sub: dict[str, Any]) -> list[Check | None]:
     """The comparisons jsonschema makes, written the same way (so NaN passes or fails as it does there)."""
     rules: list[Check | None] = []
-    for keyword, fails in (("minimum", lambda v, m: v < m), ("maximum", lambda v, m: v > m),
-                           ("exclusiveMinimum", lambda v, m: v <= m), ("exclusiveMaximum", lambda v, m: v >= m)):
+    for keyword, fails in _BOUND_FAILS:
         if keyword in sub:
             bound = sub[keyword]
             if not _is_number(bound):
                 return [None]
-            rules.append(lambda v, bound=bound, fails=fails: not fails(v, bound))
+            rules.append(_within(fails, bound))
     return rules
 
 
-def _string_rules(sub: dict) -> list[Check | None]:
+_BOUND_FAILS: tuple[tuple[str, Callable[[Any, Any], bool]], ...] = (
+    ("minimum", lambda v, m: v < m), ("maximum", lambda v, m: v > m),
+    ("exclusiveMinimum", lambda v, m: v <= m), ("exclusiveMaximum", lambda v, m: v >= m))
+
+
+def _within(fails: Callable[[Any, Any], bool], bound: Any) -> Check:
+    return lambda v: not fails(v, bound)
+
+
+def _string_rules(sub: dict[str, Any]) -> list[Check | None]:
     rules: list[Check | None] = []
     if "minLength" in sub:
         low = sub["minLength"]

@@ -13,12 +13,14 @@ import signal
 import socket
 import threading
 import warnings
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from types import FrameType
+from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 import click
-from waitress.server import create_server
+from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 
 from common.config import ServerSettings
 from common.connection_guard import SWEEP_SECONDS, ConnectionPolicy, allowed_uids
@@ -95,11 +97,11 @@ class _Stopper:
         self._thread = threading.Thread(target=self._run, name="stopper", daemon=True)
         self._thread.start()
 
-    def handle(self, signum, frame):
+    def handle(self, signum: int, frame: FrameType | None) -> None:
         if self.stopping:
             raise SystemExit(0)
         self.stopping = True
-        self.signum = signum
+        self.signum: int | None = signum
         self._bell.ring()
 
     def stop_now(self) -> None:
@@ -108,7 +110,7 @@ class _Stopper:
         self.signum = None
         self._bell.ring()
 
-    def _run(self):
+    def _run(self) -> None:
         while not self._bell.wait(None):
             pass
         log.info("stopping (%s)", signal.Signals(self.signum).name if self.signum else "serving loop ended")
@@ -138,7 +140,10 @@ SEND_BYTES = 256
 GC_GEN0_THRESHOLD = 20_000
 
 
-def _create_server(app, settings: ServerSettings):
+Server = MultiSocketServer | BaseWSGIServer  # one listening socket, or one per address of a host name
+
+
+def _create_server(app: WSGIApplication, settings: ServerSettings) -> Server:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # send_bytes: see SEND_BYTES
         server = _create_waitress(app, settings)
@@ -147,7 +152,7 @@ def _create_server(app, settings: ServerSettings):
     return server
 
 
-def _create_waitress(app, settings: ServerSettings):
+def _create_waitress(app: WSGIApplication, settings: ServerSettings) -> Server:
     return create_server(
         app,
         host=settings.host,
@@ -179,10 +184,11 @@ class _LaterApp:
     """The WSGI app of a socket bound before the app exists (`listen`); nothing is served before `serve_daemon`
     sets the target, since waitress's loop is not running yet (connections wait in the backlog)."""
 
-    def __init__(self):
-        self.target = None
+    def __init__(self) -> None:
+        self.target: WSGIApplication | None = None
 
-    def __call__(self, environ, start_response):
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        assert self.target is not None, "waitress serves nothing before serve_daemon sets the app"
         return self.target(environ, start_response)
 
 
@@ -191,7 +197,7 @@ class Listener:
     """A bound, not yet serving, waitress server: a port that cannot be had refuses the start before the
     daemon recovers anything from its state directory."""
 
-    server: object
+    server: Server
     app: _LaterApp
 
 
@@ -204,13 +210,21 @@ def listen(settings: ServerSettings) -> Listener:
         raise click.ClickException(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}") from None
 
 
-def serve_daemon(app, settings: ServerSettings, *, on_stop: Callable[[], None], listener: Listener | None = None) -> None:
+def _bound_port(server: Server) -> int:
+    """The port bound (chosen by the kernel for port 0). A host name with several addresses (`localhost` with
+    both 127.0.0.1 and ::1) gets a MultiSocketServer, which has no `effective_port`: its first socket's port."""
+    if isinstance(server, MultiSocketServer):
+        return int(server.effective_listen[0][1])
+    return int(server.effective_port)  # type: ignore[attr-defined]  # set by waitress, not in types-waitress
+
+
+def serve_daemon(app: WSGIApplication, settings: ServerSettings, *, on_stop: Callable[[], None], listener: Listener | None = None) -> None:
     """Serve `app` (on `listener`, bound earlier, or on a socket bound now) until SIGTERM/SIGINT; then call
     on_stop(), stop serving and return."""
     listener = listener or listen(settings)
     listener.app.target = app
     server = listener.server
-    url = _url(settings.host, server.effective_port)
+    url = _url(settings.host, _bound_port(server))
     stopper = _Stopper(on_stop)
     previous = {s: signal.signal(s, stopper.handle) for s in (signal.SIGTERM, signal.SIGINT)}
     _tune_gc()

@@ -7,7 +7,8 @@ not declared is a bug found at once (BadTransition), never a state nobody planne
 
 from __future__ import annotations
 
-from typing import Generic, Hashable, Iterable, Mapping, TypeVar
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Generic, TypeVar
 
 S = TypeVar("S", bound=Hashable)
 

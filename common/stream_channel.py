@@ -14,8 +14,10 @@ client that hangs up mid-answer is told to the request at once.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
+from waitress.channel import HTTPChannel
 from waitress.task import WSGITask
 
 from common.event_stream import FLUSH_KEY, HANGUP_KEY
@@ -26,14 +28,16 @@ log = logging.getLogger(__name__)
 class StreamingTask(WSGITask):
     """waitress's WSGI task, with the two hooks of a streamed answer in its environ."""
 
-    def get_environment(self):
+    def get_environment(self) -> dict[str, Any]:
         environ = super().get_environment()
-        environ[FLUSH_KEY] = self.channel.flush_now
-        environ[HANGUP_KEY] = self.channel.on_hangup
+        channel = self.channel
+        assert isinstance(channel, StreamingChannel), "task_class of a StreamingChannel only"
+        environ[FLUSH_KEY] = channel.flush_now
+        environ[HANGUP_KEY] = channel.on_hangup
         return environ
 
 
-class StreamingChannel:
+class StreamingChannel(HTTPChannel):
     """Mixed into the HTTP channel class (common/connection_guard.GuardedChannel)."""
 
     task_class = StreamingTask
@@ -46,17 +50,17 @@ class StreamingChannel:
             self._hung_up()
 
     def flush_now(self) -> None:
-        with self.outbuf_lock:
-            _, failed = self._flush_exception(self._flush_some, do_close=False)
+        with self.outbuf_lock:  # (waitress's own write_soon does this; the stubs leave its internals out)
+            _, failed = self._flush_exception(self._flush_some, do_close=False)  # type: ignore[attr-defined]
         if failed or self.total_outbufs_len:
             self.server.pull_trigger()  # the serving loop sends the rest, or closes a broken connection
 
-    def handle_read(self):
+    def handle_read(self) -> None:
         super().handle_read()
         if not self.connected:
             self._hung_up()
 
-    def handle_close(self):
+    def handle_close(self) -> None:
         super().handle_close()
         self._hung_up()
 

@@ -7,8 +7,9 @@ other exception becomes a short `isError` result, logged with its traceback, and
 
 import difflib
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import jsonschema
 from jsonschema import Draft202012Validator
@@ -101,14 +102,16 @@ class Tool:
         return entry
 
 
-def _is_json_integer(checker, instance: Any) -> bool:
+def _is_json_integer(checker: Any, instance: Any) -> bool:
     """Only a JSON integer is an integer. JSON Schema also counts 2.0, which then reached handlers as a float
     where they expect an int (`"x" * 2.0`, `range(2.0)` raise TypeError: an internal error instead of a clear
     refusal; found by tests/robustness/test_fuzz_tool_args.py)."""
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
-ArgumentValidator = extend(Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_json_integer))
+# types-jsonschema leaves `extend` untyped.
+ArgumentValidator = extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_json_integer))
 
 
 def _field_path(error: jsonschema.ValidationError) -> str:
@@ -149,16 +152,17 @@ def _unknown_arguments(error: jsonschema.ValidationError, hints: Mapping[str, st
 
 def _rule(error: jsonschema.ValidationError, hints: Mapping[str, str]) -> str:
     v, rule = error.validator, error.validator_value
+    rule_value: Any = rule  # the schema's value of keyword `v`: a number, a string, a list of them
     if v in _RULE_TEXT:
         return _RULE_TEXT[v].format(rule)
     if v == "required":
         return "is required"
     if v == "type":
-        return f"must be of type {rule if isinstance(rule, str) else ' or '.join(rule)}"
+        return f"must be of type {rule_value if isinstance(rule_value, str) else ' or '.join(rule_value)}"
     if v == "uniqueItems":
         return "must not name the same item twice"
     if v == "enum":
-        return "must be one of " + ", ".join(repr(x) for x in rule)
+        return "must be one of " + ", ".join(repr(x) for x in rule_value)
     if v == "additionalProperties" and rule is False:
         return _unknown_arguments(error, hints)
     return error.message
@@ -209,7 +213,7 @@ class ToolRegistry:
         # ~10% of the Python time of a tools/call (py-spy, scripts/bench.py throughput). Most calls are
         # answered by the quick check alone (common/quick_check.py); jsonschema judges the rest.
         self._validators: dict[str, Any] = {}
-        self._quick: dict[str, Callable[[dict], bool] | None] = {}
+        self._quick: dict[str, Callable[[dict[str, Any]], bool] | None] = {}
         for tool in tools:
             self.add(tool)
 

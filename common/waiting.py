@@ -8,9 +8,9 @@ import os
 import select
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 WAIT_CAP_SECONDS = 30.0
 DEFAULT_WAIT_SECONDS = 3.0
@@ -104,7 +104,7 @@ class Doorbell:
     load that hangs the serving loop and every client times out). Ringing this never blocks.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
 
     def ring(self) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from common.call_progress import NO_PROGRESS, Cancellation
 from common.notices import Notices
@@ -85,9 +85,10 @@ class Answers:
             leftovers = list(entry.leftovers)
             seen_to = dict(entry.seen_to)
         read_output(view, self.store, request, seen_to, self.tail_bytes)
-        if shows and (request is None or request.moves_cursor) and view.output.read_to:
+        output = view.output  # set by read_output
+        if shows and (request is None or request.moves_cursor) and output is not None and output.read_to:
             with self.tasks_changed:
-                entry.seen_to.update(view.output.read_to)
+                entry.seen_to.update(output.read_to)
         if leftovers:
             alive = [p for p in leftovers if self.ops.is_alive(p)]
             view.leftovers = [p.pid for p in alive]

@@ -102,7 +102,7 @@ def check_wait_for(wait_for: object) -> None:
             raise EngineError(str(exc).replace("grep:", "wait_for:", 1)) from None
 
 
-def check_ids(task_id: object, ids: object) -> list[str]:
+def check_ids(task_id: str | None, ids: object) -> list[str]:
     """The ids a status is about: `id`, or the list `ids` (not both)."""
     if ids is None:
         if task_id is None:

@@ -51,9 +51,9 @@ EXIT_CODES = (
 @click_options(BashSettings, "HIVE_BASH")
 def daemon_main(**options: Any) -> None:
     """Serve the background-shell tools (run, status, kill, list) over MCP streamable HTTP at /mcp."""
-    from common.todos.delivery import TodoDelivery
     from common.mcp_http import McpApp
     from common.serve import serve_daemon
+    from common.todos.delivery import TodoDelivery
 
     from .engine import Engine
     from .reaper import become_subreaper
@@ -102,7 +102,7 @@ def _exit_for(data: dict[str, Any]) -> int:
     if state == "done":
         code = data.get("exit_code")
         return code if isinstance(code, int) and 0 <= code <= 255 else 1
-    return STATE_EXIT.get(state, 0)
+    return STATE_EXIT.get(state, 0) if isinstance(state, str) else 0
 
 
 @program("hive-bash", EXIT_CODES, group=True)

@@ -15,8 +15,8 @@ import sys
 import termios
 import time
 import tty
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import click
 
@@ -88,17 +88,17 @@ def attach_cmd(client: DaemonClient, task_id: str) -> None:
     with _raw(keyboard) as raw:
         if raw:
             _say(f"[attached to {task_id}: ctrl-] detaches]")
-        data = _attach_loop(client, task_id, data, follow, keyboard, raw)
+        last = _attach_loop(client, task_id, data, follow, keyboard, raw)
     for f in follow:
         f.close()
-    if data is None:
+    if last is None:
         _say(f"[detached from {task_id}; it keeps running]")
         sys.exit(0)
-    _say(f"[task {task_id} ended: status={data.get('status')} exit_code={data.get('exit_code')}]")
-    sys.exit(_exit_for(data))
+    _say(f"[task {task_id} ended: status={last.get('status')} exit_code={last.get('exit_code')}]")
+    sys.exit(_exit_for(last))
 
 
-def _attach_loop(client: DaemonClient, task_id: str, data: dict, follow: list["OutputFollower"], keyboard: int,
+def _attach_loop(client: DaemonClient, task_id: str, data: dict, follow: list[OutputFollower], keyboard: int,
                  raw: bool) -> dict | None:
     """Copy output and keys until the task ends (its last status) or the operator detaches (None)."""
     decoder = codecs.getincrementaldecoder("utf-8")("replace")

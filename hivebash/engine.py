@@ -14,19 +14,20 @@ request and worker behind it.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import os
 import random
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from common import waiting
 from common.after_answer import after_answer
-from common.config import BashSettings
 from common.call_progress import NO_PROGRESS, Cancellation
+from common.config import BashSettings
 from common.notices import Notices
 from common.todos import NoTodos, Todos
 from common.tools import never_gone
@@ -36,17 +37,28 @@ from . import inline_wait, recovery, retention
 from . import output_views as ov
 from . import task as T
 from .answers import Answers
-from .arguments import (MAX_CMD_BYTES, MAX_IDS, EngineError, UnknownTask, check_ids, check_list, check_name_argument,
-                        check_run, check_wait_for, check_wait_seconds)
+from .arguments import (
+    MAX_CMD_BYTES,
+    MAX_IDS,
+    EngineError,
+    UnknownTask,
+    check_ids,
+    check_list,
+    check_name_argument,
+    check_run,
+    check_wait_for,
+    check_wait_seconds,
+)
 from .entry import TaskEntry, TaskTable
 from .kill import Killer
-from .lifecycle import Lifecycle
+from .lifecycle import Ended, Lifecycle
 from .process_ops import LinuxProcessOps, ProcessOps
 from .reaper import OrphanReaper
+from .records import RecordWriter, record_of
 from .runner import Launcher
 from .send import Sender, SendOutcome, prompt_watches
 from .spares import SpareFiles
-from .store import RecordWriter, TaskStore, record_of
+from .store import TaskStore
 from .task import Task
 from .task_input import NULL, check_stdin
 from .todo_rules import TodoRules
@@ -73,7 +85,7 @@ class Engine:
                                shared=settings.share_group is not None)
         self.records = RecordWriter(self.store)
         self.subreaper = subreaper
-        self.ops = ops or LinuxProcessOps()  # every process operation of the engine and its workers
+        self.ops: ProcessOps = ops or LinuxProcessOps()  # every process operation of the engine and its workers
         self.wait_cap = wait_cap
         self._wake = Doorbell()  # rung by task ends and new orphan watches; must take no lock
         self.reaper = OrphanReaper(on_watch=self._wake.ring)
@@ -143,8 +155,9 @@ class Engine:
         self.lifecycle.record_ends(ended)
         deadline = time.monotonic() + timeout
         for r in runners:
-            r.join(max(0.0, deadline - time.monotonic()))
-        markers = {m: None for m in self._our_markers()}
+            if r is not None:
+                r.join(max(0.0, deadline - time.monotonic()))
+        markers: dict[str, int | None] = {m: None for m in self._our_markers()}
         if markers:
             found = self.ops.find(markers, self.subreaper, leaders=self.reaper.leaders())
             procs = [p for ps in found.values() for p in ps]
@@ -158,7 +171,8 @@ class Engine:
 
     # ----- run ----------------------------------------------------------------------------------------
 
-    def run(self, cmd: str, timeout_secs: float | None = None, wait_seconds: float | None = None,
+    # Too complex (C901) until run leaves Engine for its own module with the task registry (issue 24, item 1).
+    def run(self, cmd: str, timeout_secs: float | None = None, wait_seconds: float | None = None,  # noqa: C901
             name: str | None = None, cwd: str | None = None, client_gone: Callable[[], bool] = never_gone,
             wait_for: str | None = None, stdin: str | None = None, cancel: Cancellation | None = None,
             progress=NO_PROGRESS) -> Outcome:
@@ -192,7 +206,7 @@ class Engine:
             self.table.queue.append(entry)
             if window.seconds > 0:
                 entry.inline_waiters += 1  # before any worker can end it: see Lifecycle.after_end
-            ended = []
+            ended: list[Ended] = []
             if self.table.closing:  # shutdown began while the record was written
                 self.table.queue.remove(entry)
                 ended.append(self.lifecycle.end_without_process_locked(entry, T.INTERRUPTED, _SHUT_DOWN_PENDING))
@@ -350,7 +364,7 @@ class Engine:
 
     # ----- for tests and the daemon ---------------------------------------------------------------------------
 
-    def task_ids(self) -> list[str]:
+    def task_ids(self) -> builtins.list[str]:  # (`list` in this class is the verb)
         with self.tasks_changed:
             return [e.id for e in self.table.entries_locked()]
 

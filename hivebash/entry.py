@@ -10,8 +10,8 @@ from __future__ import annotations
 import collections
 import copy
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from . import task as T
 from .arguments import UnknownTask, check_id
@@ -116,6 +116,7 @@ class TaskTable:
     def snapshot_locked(self, entry: TaskEntry) -> TaskView:
         task = entry.task
         snap = copy.copy(task)  # every field is a flat value or a result that is never changed once attached
+        duration: float | None
         if task.state == T.RUNNING and task.started_mono is not None:
             duration = time.monotonic() - task.started_mono
         else:

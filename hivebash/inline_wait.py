@@ -11,7 +11,7 @@ to WATCH_RECHECK_MAX (a check costs one fstat per stream when nothing was writte
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from common.call_progress import NO_PROGRESS, Cancellation, Pacer
 from common.waiting import wait_for
@@ -80,7 +80,7 @@ def _watch_and_tell(cond, stop, seconds, clock, watches, recheck, progress, tell
 
 def _first_match(watches: list[tuple[str, ov.Watch]], final: bool | set[str]) -> tuple[ov.Line | None, str | None]:
     for task_id, w in watches:
-        line = w.check(final=final is True or bool(final) and task_id in final)
+        line = w.check(final=final is True or isinstance(final, set) and task_id in final)
         if line is not None:
             return line, task_id
     return None, None

@@ -67,7 +67,7 @@ class Killer:
         task = entry.task
         if task.kill_signal != "SIGKILL":
             task.kill_signal = sig
-        if task.state == T.RUNNING and not entry.leader_exited:
+        if task.state == T.RUNNING and not entry.leader_exited and task.pgid is not None:
             self.ops.signal_group(task.pgid, getattr(signal, sig))
         if entry.runner is not None:
             entry.runner.poke()

@@ -2,7 +2,7 @@
 
 Every change of a task's state here goes through `task.transition` under the engine's `tasks_changed`
 condition and ends with `notify_all`, so an inline wait wakes the moment its task ends (no polling). Records
-are written after the lock is released, through `store.RecordWriter` (see there for who writes which record
+are written after the lock is released, through `records.RecordWriter` (see there for who writes which record
 when, and what a crash at each point leaves on disk).
 """
 
@@ -24,9 +24,9 @@ from .entry import TaskEntry, TaskTable
 from .process_ops import ProcessOps
 from .processes import ProcInfo
 from .reaper import OrphanReaper
+from .records import RecordWriter, record_of
 from .runner import Launcher, TaskRunner
 from .spares import Spare
-from .store import RecordWriter, record_of
 from .task import Rusage, Task, TaskResult
 from .todo_rules import TodoRules
 from .workers import WorkerPool
@@ -76,7 +76,7 @@ class Lifecycle:
         next_tmp = spare.next_tmp if spare is not None else None  # until RecordWriter holds it
         try:
             self.records.own(task.id, task)
-            if spare is None:
+            if outputs is None:  # no spare
                 outputs = self.store.prepare(task.id)
             self.records.save_now(task.id, task, record_of(task), spare.record_tmp if spare is not None else None)
             if next_tmp is not None:
@@ -135,7 +135,7 @@ class Lifecycle:
             entry = self.table.current_locked(task)
             if entry is not None and entry.spawn_waiters:  # only then: other waits are for ended tasks
                 self.tasks_changed.notify_all()
-            if task.kill_signal:  # killed while it was being started
+            if task.kill_signal and task.pgid is not None:  # killed while it was being started
                 self.ops.signal_group(task.pgid, getattr(signal, task.kill_signal))
 
     def on_still_running(self, task: Task) -> None:
@@ -194,6 +194,7 @@ class Lifecycle:
         """`failure`: the worker could not supervise the task and stopped it (runner._stop_after_failure)."""
         code, signalled = T.exit_status(status)
         with self.tasks_changed:
+            note: str | None
             if self.table.closing:
                 state, note = T.INTERRUPTED, "interrupted: the daemon shut down"
             elif failure:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import Any, Callable, Iterable, Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from .processes import ProcInfo, ProcSet, find_processes, is_alive, orphan_children, stop_processes
 
@@ -62,10 +63,10 @@ class LinuxProcessOps:
         return subprocess.Popen(argv, executable=executable, stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd,
                                 env=env, start_new_session=True, close_fds=True)
 
-    def exit_fd(self, leader: subprocess.Popen) -> int:
+    def exit_fd(self, leader: Leader) -> int:
         return os.pidfd_open(leader.pid)
 
-    def reap(self, leader: subprocess.Popen) -> tuple[int, Any]:
+    def reap(self, leader: Leader) -> tuple[int, Any]:
         _, status, usage = os.wait4(leader.pid, 0)
         leader.returncode = status  # so Popen never polls this pid again (a recycled pid would be reaped)
         return status, usage

@@ -18,8 +18,9 @@ import select
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Generic, Iterable, TypeVar
+from typing import Generic, TypeVar
 
 import psutil
 
@@ -52,7 +53,7 @@ def proc_facts(proc: psutil.Process) -> tuple[int, float, str | None, int | None
     return ppid, created, marker, pgid, status
 
 
-def find_processes(
+def find_processes(  # noqa: C901 - replaced by the one tree search (issue 24, item 3)
     markers: dict[str, int | None], descendants_only: bool, exclude: Iterable[int] = (),
     leaders: dict[int, str] | None = None, fresh_after: float | None = None,
 ) -> dict[str, list[ProcInfo]]:
@@ -119,15 +120,14 @@ class SharedReading(Generic[T]):
     def __init__(self, read: Callable[[], T]):
         self._read = read
         self._lock = threading.Lock()
-        self._taken = float("-inf")
-        self._value: T | None = None
+        self._reading: tuple[float, T] | None = None  # (monotonic time taken, value)
 
     def get(self, fresh_after: float | None = None) -> T:
         """A reading taken after the monotonic `fresh_after`; None: a fresh one."""
         with self._lock:
-            if fresh_after is None or self._taken < fresh_after:
-                self._taken, self._value = time.monotonic(), self._read()
-            return self._value
+            if self._reading is None or fresh_after is None or self._reading[0] < fresh_after:
+                self._reading = (time.monotonic(), self._read())
+            return self._reading[1]
 
 
 @functools.cache
@@ -195,7 +195,7 @@ def process_table(fresh_after: float | None) -> tuple[dict[int, tuple[int, float
     return _table.get(fresh_after)
 
 
-def _find_everywhere(markers: dict[str, int | None], skip: set[int]) -> dict[str, list[ProcInfo]]:
+def _find_everywhere(markers: dict[str, int | None], skip: set[int]) -> dict[str, list[ProcInfo]]:  # noqa: C901 - replaced by the one tree search (issue 24, item 3)
     """Every process on the machine, by marker or recorded group; descendants of those go with them."""
     by_group = {pgid: m for m, pgid in markers.items() if pgid is not None}
     facts = {}

@@ -13,11 +13,11 @@ import logging
 import os
 import select
 import threading
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import psutil
 
-from .processes import ProcInfo, proc_facts, process_table, orphan_children
+from .processes import ProcInfo, orphan_children, proc_facts, process_table
 
 log = logging.getLogger(__name__)
 

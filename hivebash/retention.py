@@ -10,14 +10,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from common.config import BashSettings
 from common.waiting import Doorbell
 
 from .entry import TaskEntry, TaskTable
 from .reaper import OrphanReaper
-from .store import RecordWriter
+from .records import RecordWriter
 from .todo_rules import TodoRules
 
 log = logging.getLogger(__name__)

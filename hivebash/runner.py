@@ -30,8 +30,8 @@ from typing import Protocol
 from .process_ops import Leader, LinuxProcessOps, ProcessOps
 from .processes import MARKER_ENV, ProcInfo, drain_eventfd
 from .reaper import OrphanReaper
-from .sweep import TaskProcesses
 from .store import TaskStore
+from .sweep import TaskProcesses
 from .task import Rusage, Task
 from .task_input import NULL, Stdio, TaskInput
 from .workers import WorkerPool
@@ -113,7 +113,7 @@ class TaskRunner:
                  kill_grace: float, subreaper: bool, launcher: Launcher, pool: WorkerPool,
                  ops: ProcessOps | None = None):
         self.task = task
-        self.ops = ops or LinuxProcessOps()
+        self.ops: ProcessOps = ops or LinuxProcessOps()
         self.procs = TaskProcesses(task, self.ops, reaper, subreaper, kill_grace)
         self.store = store
         self.reaper = reaper
@@ -145,8 +145,8 @@ class TaskRunner:
         worker's wake-up thus overlaps the process's own start instead of delaying it: on a busy machine a
         woken thread waits for a core, and that wait was on the path of every run() (scripts/bench.py)."""
         try:
-            if self._spawn() is not None:
-                self.hooks.on_spawned(self.task, self._proc.pid, self._started)
+            if (proc := self._spawn()) is not None:
+                self.hooks.on_spawned(self.task, proc.pid, self._started)
         except Exception as exc:  # reported by the worker, like every other failure to start
             log.exception("starting task %s failed", self.task.id)
             if self._proc is None:
@@ -181,7 +181,7 @@ class TaskRunner:
             if self._failure is not None:
                 self.hooks.on_spawn_failed(self.task, self._failure)
             elif proc is not None:
-                self._supervise_or_stop(proc)
+                self._supervise_or_stop(proc, wake)
         except Exception:  # a worker must never die silently: the task would stay "running" forever
             log.exception("worker of task %s failed", self.task.id)
             if proc is None:
@@ -197,12 +197,12 @@ class TaskRunner:
             thread.name = pooled_name
             self._done.set()
 
-    def _supervise_or_stop(self, proc: Leader) -> None:
+    def _supervise_or_stop(self, proc: Leader, wake: int) -> None:
         """Supervise the task to its end; if the worker fails once the process runs, stop the task instead."""
         reason = self._broken
         if reason is None:
             try:
-                self._supervise(proc)
+                self._supervise(proc, wake)
                 return
             except Exception as exc:
                 log.exception("worker of task %s failed while supervising pid %d", self.task.id, proc.pid)
@@ -222,7 +222,7 @@ class TaskRunner:
             self.procs.signal(signal.SIGKILL)  # the escapees too, when the process table can be read
         except Exception:
             log.exception("task %s: cannot look for its escaped processes", task.id)
-        status, rusage = signal.SIGKILL, Rusage(0.0, 0.0, 0, max_rss_exact=False)
+        status, rusage = int(signal.SIGKILL), Rusage(0.0, 0.0, 0, max_rss_exact=False)
         if proc.returncode is None:
             try:
                 status, usage = self.ops.reap(proc)
@@ -275,11 +275,11 @@ class TaskRunner:
         # no start time is read (it would cost a psutil read of /proc/<pid>/stat and /proc/stat on every task).
         return proc
 
-    def _supervise(self, proc: Leader) -> None:
+    def _supervise(self, proc: Leader, wake: int) -> None:
         task, pid = self.task, proc.pid
         pidfd = self.ops.exit_fd(proc)
         try:
-            exited_at = self._wait_leader(pidfd)
+            exited_at = self._wait_leader(pidfd, wake)
         finally:
             os.close(pidfd)
         # A readable pidfd means the leader has exited; it stays an unreaped zombie (its group id ours) until
@@ -287,7 +287,7 @@ class TaskRunner:
         self.hooks.on_leader_exited(task)
         stopping = bool(task.kill_signal or task.timed_out)
         closing = getattr(self.hooks, "closing", False)
-        leftovers = self.procs.sweep(exited_at, self._wake, closing) if stopping else []
+        leftovers = self.procs.sweep(exited_at, wake, closing) if stopping else []
         status, usage = self.ops.reap(proc)
         self.reaper.drop_leader(pid)
         peak = usage.ru_maxrss * 1024
@@ -319,12 +319,12 @@ class TaskRunner:
             self.reaper.remember(found)
         return found
 
-    def _wait_leader(self, pidfd: int) -> float:
+    def _wait_leader(self, pidfd: int, wake: int) -> float:
         """Wait for the leader's exit, handling the deadline and kill requests; return the monotonic exit time."""
         task = self.task
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
-        poller.register(self._wake, select.POLLIN)
+        poller.register(wake, select.POLLIN)
         deadline = (task.started_mono or time.monotonic()) + task.timeout_secs if task.timeout_secs else None
         hard_deadline: float | None = None  # when SIGKILL follows the SIGTERM of a timeout
         record_at: float | None = (task.started_mono or time.monotonic()) + RUNNING_RECORD_DELAY
@@ -337,8 +337,8 @@ class TaskRunner:
             events = dict(poller.poll(timeout_ms))
             if pidfd in events:
                 return time.monotonic()
-            if self._wake in events:
-                drain_eventfd(self._wake)
+            if wake in events:
+                drain_eventfd(wake)
                 continue
             now = time.monotonic()
             if record_at is not None and now >= record_at:

@@ -13,10 +13,12 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import cast
 
 from common.call_progress import NO_PROGRESS, Cancellation
+from common.notices import Notices
 from common.tools import never_gone
 from common.waiting import WaitSlots, WaitWindow, cap_wait
 
@@ -65,7 +67,7 @@ class SendOutcome:
     wait_for: str | None = None
     matched: ov.Line | None = None
     wait_skipped: bool = False
-    notices: bool = True
+    notices: Notices = Notices(True)  # whether completions reach the agent (views.Outcome.notices)
 
 
 def check_send(text: object, keys: object, enter: object, eof: object, wait_seconds: object, wait_for: object,
@@ -90,8 +92,9 @@ def check_send(text: object, keys: object, enter: object, eof: object, wait_seco
     if size > SEND_LIMIT:
         raise EngineError(f"text: at most {SEND_LIMIT} bytes in one send ({size} asked); write bigger input to a "
                           "file and redirect it, e.g. run(cmd=\"prog < input.txt\")")
+    seconds, pattern = cast("float | None", wait_seconds), cast("str | None", wait_for)  # checked above
     return SendRequest(data + (b"\n" if newline else b"") + pressed, bool(eof),
-                       cap_wait(wait_seconds, default=SEND_WAIT_DEFAULT, cap=wait_cap), wait_for, keys is not None)
+                       cap_wait(seconds, default=SEND_WAIT_DEFAULT, cap=wait_cap), pattern, keys is not None)
 
 
 class PromptWatch(ov.Watch):

@@ -24,14 +24,16 @@ class TaskProcesses:
 
     def signal(self, signum: int) -> None:
         """Signal the group (recorded pgid; the leader is unreaped so it is ours) and the escapees."""
-        self.ops.signal_group(self.task.pgid, signum)
+        if self.task.pgid is not None:
+            self.ops.signal_group(self.task.pgid, signum)
         escapees = self.find(group=False)
         if escapees:
             self.ops.signal(escapees, signum)
 
     def find(self, group: bool, fresh_after: float | None = None) -> list[ProcInfo]:
         task = self.task
-        found = self.ops.find({task.marker: task.pgid if group else None}, self.subreaper, exclude={task.pid},
+        found = self.ops.find({task.marker: task.pgid if group else None}, self.subreaper,
+                              exclude=() if task.pid is None else (task.pid,),
                               leaders=self.reaper.leaders(), fresh_after=fresh_after)
         return found[task.marker]
 

@@ -13,8 +13,20 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
-from .states import (ACTIVE, DONE, INTERRUPTED, KILLED, PENDING, RUNNING, STATE_ORDER, STATES, TASK_STATES, TERMINAL,
-                     TIMED_OUT, BadTransition)
+from .states import (
+    ACTIVE,
+    DONE,
+    INTERRUPTED,
+    KILLED,
+    PENDING,
+    RUNNING,
+    STATE_ORDER,
+    STATES,
+    TASK_STATES,
+    TERMINAL,
+    TIMED_OUT,
+    BadTransition,
+)
 
 __all__ = ["ACTIVE", "BadTransition", "DONE", "INTERRUPTED", "KILLED", "PENDING", "RUNNING", "STATES", "STATE_ORDER",
            "TERMINAL", "TIMED_OUT", "Rusage", "Task", "TaskResult", "end_state", "exit_status", "signal_name",
@@ -83,8 +95,8 @@ class Task:
         return self.pid
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Task":
-        """Rebuild a record written by `store.record_of`; unknown keys (from a newer version) are ignored."""
+    def from_dict(cls, data: dict[str, Any]) -> Task:
+        """Rebuild a record written by `records.record_of`; unknown keys (from a newer version) are ignored."""
         names = {f.name for f in dataclasses.fields(cls)} - {"started_mono", "result"}
         task = cls(**{k: v for k, v in data.items() if k in names})
         if task.state not in STATES:

@@ -114,7 +114,7 @@ class Stdio:
         if self._child_end is not None:
             os.close(self._child_end)
             self._child_end = None
-        if self.input is not None and self.input.terminal is not None:
+        if self.input is not None and self.input.terminal is not None and self._copy_to is not None:
             copy_to, self._copy_to = self._copy_to, None
             self.input.terminal.spawned(copy_to, task_id)
 

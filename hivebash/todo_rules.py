@@ -17,14 +17,14 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from common.humanize import one_line
 from common.todos import Todos
 
 from .entry import TaskEntry
-from .views import still_alive_line
 from .store import TaskStore
+from .views import still_alive_line
 
 log = logging.getLogger(__name__)
 

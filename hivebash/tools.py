@@ -3,16 +3,17 @@ answers' text and data: hivebash/views.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from common.names import NAME_RULE
 from common.notices import NO_SOCKET, Notices
-from common.tools import CallContext, Tool, ToolError, ToolRegistry, ToolResult, closed_object
+from common.tools import CallContext, Handler, Tool, ToolError, ToolRegistry, ToolResult, closed_object
 from common.waiting import DEFAULT_WAIT_SECONDS
 
+from . import output_views as ov
 from . import task as T
 from .arguments import MAX_CMD_BYTES, EngineError
-from . import output_views as ov
 from .engine import MAX_IDS, Engine
 from .send_tool import send_result, send_tool
 from .task_input import KINDS
@@ -37,7 +38,7 @@ WAIT_FOR_SCHEMA = {
 LIST_LIMIT_MAX = 1000
 
 
-def run_tool(default_cwd: str, notices: Notices) -> dict:
+def run_tool(default_cwd: str, notices: Notices) -> dict[str, Any]:
     """`run`'s declaration; it names the daemon's working directory and whether completions become todos."""
     ending = notices.say("its completion then arrives as a todo",
                          f"no completion notice comes ({NO_SOCKET}): check with status")
@@ -97,7 +98,7 @@ def run_tool(default_cwd: str, notices: Notices) -> dict:
     )
 
 
-def status_tool(notices: Notices) -> dict:
+def status_tool(notices: Notices) -> dict[str, Any]:
     clears = notices.say(" Showing you a finished task clears its todo.", "")
     return dict(
         name="status",
@@ -133,7 +134,7 @@ def status_tool(notices: Notices) -> dict:
     )
 
 
-def kill_tool(notices: Notices) -> dict:
+def kill_tool(notices: Notices) -> dict[str, Any]:
     ending = notices.say("the end surfaces as a todo (or check with status)", "check its end with status")
     return dict(
         name="kill",
@@ -155,7 +156,7 @@ def kill_tool(notices: Notices) -> dict:
     )
 
 
-LIST = dict(
+LIST: dict[str, Any] = dict(
     name="list",
     description=(
         "List the known tasks, newest first: id, status, age, exit code and the start of the command. Use it to "
@@ -174,59 +175,66 @@ LIST = dict(
 # ----- handlers -----------------------------------------------------------------------------------------------
 
 
+def _guarded(engine: Engine | None, fn: Callable[[Engine, dict[str, Any], CallContext], ToolResult]) -> Handler:
+    def handler(args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        if engine is None:
+            raise ToolError("this registry only declares the tools (built without an engine)")
+        try:
+            return fn(engine, args, ctx)
+        except (EngineError, ov.ViewError) as exc:
+            raise ToolError(str(exc)) from None
+    return handler
+
+
+def _run(engine: Engine, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+    outcome = engine.run(args["cmd"], timeout_secs=args.get("timeout_secs"), wait_seconds=args.get("wait_seconds"),
+                         name=args.get("name"), cwd=args.get("cwd"), client_gone=ctx.client_gone,
+                         wait_for=args.get("wait_for"), stdin=args.get("stdin"), cancel=ctx.cancel,
+                         progress=ctx.progress)
+    return outcome_result(outcome, started_form=True)
+
+
+def _send(engine: Engine, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+    return send_result(engine.send(args["id"], text=args.get("text"), keys=args.get("keys"),
+                                   enter=args.get("enter"), eof=args.get("eof"),
+                                   wait_seconds=args.get("wait_seconds"), wait_for=args.get("wait_for"),
+                                   client_gone=ctx.client_gone, operator=ctx.operator, cancel=ctx.cancel,
+                                   progress=ctx.progress))
+
+
+def _status(engine: Engine, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+    view = ov.check_view(args.get("grep"), args.get("context"), args.get("from_line"), args.get("max_lines"),
+                         args.get("stream"), args.get("new_only"))
+    if args.get("ids") is not None and view != ov.ViewRequest():
+        raise ToolError("ids: shows one line a task; ask for a view (grep, from_line, stream, new_only) with id")
+    outcome = engine.status(args.get("id"), wait_seconds=args.get("wait_seconds"), client_gone=ctx.client_gone,
+                            ids=args.get("ids"), wait_for=args.get("wait_for"), view=view, operator=ctx.operator,
+                            cancel=ctx.cancel, progress=ctx.progress)
+    if isinstance(outcome, ManyOutcome):
+        return many_result(outcome)
+    return outcome_result(outcome, started_form=False)
+
+
+def _kill(engine: Engine, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+    return kill_result(engine.kill(args["id"], force=bool(args.get("force", False))))
+
+
+def _list(engine: Engine, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+    views, total = engine.list(state=args.get("state"), limit=args.get("limit", 50))
+    return list_result(views, total, args.get("state"))
+
+
 def build_registry(engine: Engine | None) -> ToolRegistry:
     """The five tools bound to one engine."""
-
-    def guarded(fn):
-        def handler(args: dict[str, Any], ctx: CallContext) -> ToolResult:
-            try:
-                return fn(args, ctx)
-            except (EngineError, ov.ViewError) as exc:
-                raise ToolError(str(exc)) from None
-        return handler
-
-    def run(args, ctx):
-        outcome = engine.run(args["cmd"], timeout_secs=args.get("timeout_secs"), wait_seconds=args.get("wait_seconds"),
-                             name=args.get("name"), cwd=args.get("cwd"), client_gone=ctx.client_gone,
-                             wait_for=args.get("wait_for"), stdin=args.get("stdin"), cancel=ctx.cancel,
-                             progress=ctx.progress)
-        return outcome_result(outcome, started_form=True)
-
-    def send(args, ctx):
-        return send_result(engine.send(args["id"], text=args.get("text"), keys=args.get("keys"),
-                                       enter=args.get("enter"), eof=args.get("eof"),
-                                       wait_seconds=args.get("wait_seconds"), wait_for=args.get("wait_for"),
-                                       client_gone=ctx.client_gone, operator=ctx.operator, cancel=ctx.cancel,
-                                       progress=ctx.progress))
-
-    def status(args, ctx):
-        view = ov.check_view(args.get("grep"), args.get("context"), args.get("from_line"), args.get("max_lines"),
-                             args.get("stream"), args.get("new_only"))
-        if args.get("ids") is not None and view != ov.ViewRequest():
-            raise ToolError("ids: shows one line a task; ask for a view (grep, from_line, stream, new_only) with id")
-        outcome = engine.status(args.get("id"), wait_seconds=args.get("wait_seconds"), client_gone=ctx.client_gone,
-                                ids=args.get("ids"), wait_for=args.get("wait_for"), view=view, operator=ctx.operator,
-                                cancel=ctx.cancel, progress=ctx.progress)
-        if isinstance(outcome, ManyOutcome):
-            return many_result(outcome)
-        return outcome_result(outcome, started_form=False)
-
-    def kill(args, ctx):
-        return kill_result(engine.kill(args["id"], force=bool(args.get("force", False))))
-
-    def list_(args, ctx):
-        views, total = engine.list(state=args.get("state"), limit=args.get("limit", 50))
-        return list_result(views, total, args.get("state"))
-
     # engine None: the declarations only (tests/robustness reads the schemas without an engine)
     cwd, notices = (engine.default_cwd, engine.notices) if engine is not None else ("the daemon's directory", Notices(True))
     return ToolRegistry([
-        Tool(handler=guarded(run), title="Run a shell command in the background", **run_tool(cwd, notices)),
-        Tool(handler=guarded(status), title="Status and output of background tasks", **status_tool(notices),
+        Tool(handler=_guarded(engine, _run), title="Run a shell command in the background", **run_tool(cwd, notices)),
+        Tool(handler=_guarded(engine, _status), title="Status and output of background tasks", **status_tool(notices),
              annotations={"readOnlyHint": True}),
-        Tool(handler=guarded(send), title="Type into a background task", **send_tool(ID_SCHEMA, WAIT_FOR_SCHEMA)),
-        Tool(handler=guarded(kill), title="Stop a background task", **kill_tool(notices), annotations={"destructiveHint": True}),
-        Tool(handler=guarded(list_), title="List background tasks", **LIST, annotations={"readOnlyHint": True}),
+        Tool(handler=_guarded(engine, _send), title="Type into a background task", **send_tool(ID_SCHEMA, WAIT_FOR_SCHEMA)),
+        Tool(handler=_guarded(engine, _kill), title="Stop a background task", **kill_tool(notices), annotations={"destructiveHint": True}),
+        Tool(handler=_guarded(engine, _list), title="List background tasks", **LIST, annotations={"readOnlyHint": True}),
     ], instructions=instructions(notices))
 
 

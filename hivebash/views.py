@@ -23,7 +23,6 @@ from .store import Tail, TaskStore
 from .task import Task
 
 
-
 @dataclass
 class TaskView:
     """A consistent snapshot of one task, taken under the lock, plus its output tails."""
@@ -95,7 +94,7 @@ def read_output(view: TaskView, store: TaskStore, request: ov.ViewRequest | None
     if on_tty:
         view.output.text += TTY_STDERR
     shown = view.output.data["streams"]
-    for stream, kind in (("stdout", "out"), ("stderr", "err")):
+    for stream in ("stdout", "stderr"):
         got = shown.get(stream) if "text" in shown.get(stream, {}) else None
         if got is None:  # not part of this view: its size and path only
             tail = Tail(paths[stream], "", _size(paths[stream]), 0, _size(paths[stream]))
@@ -295,11 +294,11 @@ def kill_result(outcome: KillOutcome) -> ToolResult:
 
 def list_result(views: list[TaskView], total: int, state: str | None) -> ToolResult:
     now = time.time()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for v in views:
-        r = v.task.result
+        result = v.task.result
         rows.append({"id": v.task.id, "status": v.task.state, "age_seconds": round(now - v.task.submitted_at, 1),
-                     "exit_code": r.exit_code if r else None, "signal": r.signal if r else None,
+                     "exit_code": result.exit_code if result else None, "signal": result.signal if result else None,
                      "duration": None if v.duration is None else round(v.duration, 3), "cmd": one_line(v.task.cmd, 200),
                      "stdin": v.task.stdin})
     head = f"tasks={total} shown={len(rows)}" + (f" state={state}" if state else "")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from common.call_progress import MESSAGE_CHARS
 from common.humanize import human_bytes, one_line
@@ -124,7 +124,7 @@ class WaitTelling:
         head = " · ".join(parts)
         written = max(self.streams, key=lambda s: s.changed_ns, default=None)
         last = written.last_line() if written is not None and written.size else ""
-        if not last:
+        if written is None or not last:
             return one_line(head, MESSAGE_CHARS)
         where = f" ({written.task_id})" if len(self.entries) > 1 else ""
         room = max(LAST_LINE_MIN, MESSAGE_CHARS - len(head) - len(f' · last{where}: ""'))

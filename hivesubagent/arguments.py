@@ -9,7 +9,6 @@ from typing import Any
 
 from common.config import SubagentSettings
 from common.names import InvalidName, check_name
-
 from hivesubagent.turn import TurnBounds
 
 

@@ -28,9 +28,10 @@ import os
 import signal
 import subprocess
 import tempfile
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterable, Mapping
+from typing import IO, Any
 
 from hivesubagent.progress import Progress
 
@@ -94,7 +95,7 @@ def child_env(base: Mapping[str, str], extra: Mapping[str, str], workdir: Path) 
     return env
 
 
-def spawn(argv: list[str], cwd: Path, env: Mapping[str, str], prompt: str, state_dir: Path, pass_fds: tuple[int, ...] = ()) -> "Spawned":
+def spawn(argv: list[str], cwd: Path, env: Mapping[str, str], prompt: str, state_dir: Path, pass_fds: tuple[int, ...] = ()) -> Spawned:
     """Start claude in its own session (process group = its pid), prompt on stdin then EOF.
 
     `start_new_session=True`, never preexec_fn (unsafe with threads). Raises OSError if the program cannot
@@ -250,30 +251,7 @@ def classify(result: dict | None, returncode: int, sent: Mapping[str, str], stde
     died_by = signal_name(returncode)
     why = ", ".join(f"{sig} ({reason})" for sig, reason in sent.items())
     if result is not None:
-        text = str(result.get("result") or "")
-        cost = result.get("total_cost_usd") if isinstance(result.get("total_cost_usd"), (int, float)) else None
-        facts = {k: result.get(k) for k in ("subtype", "terminal_reason", "num_turns", "api_error_status") if result.get(k) is not None}
-        if not result.get("is_error") and result.get("subtype") == "success":
-            return Outcome("completed", "claude finished the turn", text, returncode=returncode, cost_usd=cost, extra=facts)
-        if result.get("subtype") == BUDGET_SUBTYPE:
-            # claude 2.1.328: is_error true, rc 1, terminal_reason budget_exhausted, no `result` text (the reply
-            # it cut short is the last assistant text), errors ["Reached maximum budget ($X)"].
-            said = "; ".join(str(e) for e in result.get("errors") or [] if e) or "reached its maximum budget"
-            return Outcome("budget_exceeded", f"claude stopped at its budget: {said}", text or last_text,
-                           returncode=returncode, cost_usd=cost, extra=facts)
-        if result.get("subtype") == MAX_TURNS_SUBTYPE:
-            # claude 2.1.328: is_error true, rc 1, terminal_reason max_turns, no `result` text, errors ["Reached
-            # maximum number of turns (N)"]; the last call's tools ran, the next call was not made.
-            said = "; ".join(str(e) for e in result.get("errors") or [] if e) or "reached its maximum number of turns"
-            return Outcome("max_turns", f"claude stopped at its turn limit: {said}", text or last_text,
-                           returncode=returncode, cost_usd=cost, extra=facts)
-        if "SIGKILL" in sent:
-            return Outcome("killed", f"stopped by {why}", text, returncode=returncode, cost_usd=cost, extra=facts)
-        if sent and (result.get("subtype") == "error_during_execution" or str(result.get("terminal_reason", "")).startswith("abort")):
-            return Outcome("interrupted", f"stopped by {why}", text or last_text, returncode=returncode, cost_usd=cost, extra=facts)
-        status = result.get("api_error_status")
-        detail = f"API error {status}" if status else f"claude reported an error ({result.get('subtype')})"
-        return Outcome("error", detail, text, returncode=returncode, cost_usd=cost, extra=facts)
+        return _from_result(result, returncode, sent, why, last_text)
     # No result object at all.
     if "SIGKILL" in sent:
         return Outcome("killed", f"stopped by {why}; no result", last_text, True, returncode)
@@ -287,3 +265,31 @@ def classify(result: dict | None, returncode: int, sent: Mapping[str, str], stde
     detail = f"claude exited with status {returncode} without a result"
     # stderr once: in the detail, never repeated as the result (which is only what the model wrote).
     return Outcome("error", detail + (f": {stderr_tail}" if stderr_tail else ""), last_text, True, returncode)
+
+
+def _from_result(result: dict[str, Any], returncode: int, sent: Mapping[str, str], why: str, last_text: str) -> Outcome:
+    """classify, for a turn whose stream ended with a result object."""
+    text = str(result.get("result") or "")
+    cost = result.get("total_cost_usd") if isinstance(result.get("total_cost_usd"), (int, float)) else None
+    facts = {k: result.get(k) for k in ("subtype", "terminal_reason", "num_turns", "api_error_status") if result.get(k) is not None}
+    if not result.get("is_error") and result.get("subtype") == "success":
+        return Outcome("completed", "claude finished the turn", text, returncode=returncode, cost_usd=cost, extra=facts)
+    if result.get("subtype") == BUDGET_SUBTYPE:
+        # claude 2.1.328: is_error true, rc 1, terminal_reason budget_exhausted, no `result` text (the reply
+        # it cut short is the last assistant text), errors ["Reached maximum budget ($X)"].
+        said = "; ".join(str(e) for e in result.get("errors") or [] if e) or "reached its maximum budget"
+        return Outcome("budget_exceeded", f"claude stopped at its budget: {said}", text or last_text,
+                       returncode=returncode, cost_usd=cost, extra=facts)
+    if result.get("subtype") == MAX_TURNS_SUBTYPE:
+        # claude 2.1.328: is_error true, rc 1, terminal_reason max_turns, no `result` text, errors ["Reached
+        # maximum number of turns (N)"]; the last call's tools ran, the next call was not made.
+        said = "; ".join(str(e) for e in result.get("errors") or [] if e) or "reached its maximum number of turns"
+        return Outcome("max_turns", f"claude stopped at its turn limit: {said}", text or last_text,
+                       returncode=returncode, cost_usd=cost, extra=facts)
+    if "SIGKILL" in sent:
+        return Outcome("killed", f"stopped by {why}", text, returncode=returncode, cost_usd=cost, extra=facts)
+    if sent and (result.get("subtype") == "error_during_execution" or str(result.get("terminal_reason", "")).startswith("abort")):
+        return Outcome("interrupted", f"stopped by {why}", text or last_text, returncode=returncode, cost_usd=cost, extra=facts)
+    status = result.get("api_error_status")
+    detail = f"API error {status}" if status else f"claude reported an error ({result.get('subtype')})"
+    return Outcome("error", detail, text, returncode=returncode, cost_usd=cost, extra=facts)

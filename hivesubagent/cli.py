@@ -11,8 +11,9 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 
@@ -45,9 +46,9 @@ EXIT_CODES = ((0, "the call worked"), *CLIENT_EXIT_CODES)
 @click_options(SubagentSettings, "HIVE_SUBAGENT")
 def daemon_main(**options: Any) -> None:
     """Serve the subagent MCP tools (start, continue, interrupt, status) over streamable HTTP."""
-    from common.todos.delivery import TodoDelivery
     from common.mcp_http import McpApp
     from common.serve import serve_daemon
+    from common.todos.delivery import TodoDelivery
     from hivesubagent.engine import SOURCE, SubagentEngine
     from hivesubagent.tools import build_registry
 

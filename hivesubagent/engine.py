@@ -14,19 +14,19 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from common.call_progress import NO_PROGRESS, Cancellation
 from common.config import SubagentSettings
 from common.todos import Todos
 from common.waiting import WaitSlots, cap_wait
-
 from hivesubagent import claude, views, waits
 from hivesubagent.arguments import SubagentError, open_prompt_file, prompt_text, session_name, turn_bounds
+from hivesubagent.index_file import IndexKeeper
 from hivesubagent.result_pages import OffsetError, page
 from hivesubagent.runner import TurnRunner, unarchive
-from hivesubagent.index_file import IndexKeeper
 from hivesubagent.sessions import LiveSession, SessionStore, Transcript
 from hivesubagent.turn import Turn, TurnState
 from hivesubagent.turn_work import read_turn_work
@@ -202,7 +202,8 @@ class SubagentEngine:
         turns = self.table.close()
         for turn in turns:
             with self.table.cond:
-                self.table.wait_locked(lambda: turn.state is not TurnState.STARTING, STARTING_WAIT_SECONDS)
+                self.table.wait_locked(lambda: turn.state is not TurnState.STARTING,  # noqa: B023 - waited on here
+                                       STARTING_WAIT_SECONDS)
             self.runner.stop(turn, force=False, reason="daemon shutdown")
         with self.table.cond:
             self.table.wait_locked(lambda: not self.table.running_locked(), self.settings.kill_grace)
@@ -287,7 +288,7 @@ class SubagentEngine:
         """A page of the last turn's whole result, read from claude's transcript (so it survives a restart)."""
         text = t.last_turn.result_text if t.last_turn is not None else ""
         ours = self.table.ended_turn_of(t)
-        if not text and ours is not None:
+        if not text and ours is not None and ours.outcome is not None:
             text = ours.outcome.result_text  # a turn whose only text came in the stream (an error's result line)
         try:
             return page(text, offset).as_dict()

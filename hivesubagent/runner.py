@@ -16,13 +16,13 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from common.config import SubagentSettings
 from common.todos import Todos
-
 from hivesubagent import claude, proctree, views
 from hivesubagent.arguments import SubagentError
 from hivesubagent.stall import StallWatch
@@ -125,7 +125,8 @@ class TurnRunner:
     def _read(self, turn: Turn) -> None:
         """Claude's stdout until EOF. Only this thread closes the pipe: closing a buffered reader while another
         thread is blocked in it would block the closer on the buffer's lock."""
-        stdout = turn.spawned.proc.stdout
+        stdout = turn.spawned.proc.stdout if turn.spawned is not None else None
+        assert stdout is not None, "the reader starts once claude is spawned with a stdout pipe"
         try:
             for raw in stdout:
                 if turn.stream.feed(raw):
@@ -139,7 +140,8 @@ class TurnRunner:
             stdout.close()
 
     def _watch(self, turn: Turn) -> None:
-        spawned = turn.spawned
+        spawned, reader = turn.spawned, turn.reader
+        assert spawned is not None and reader is not None, "the watcher starts after the spawn and the reader"
         try:
             os.waitid(os.P_PID, spawned.proc.pid, os.WEXITED | os.WNOWAIT)  # observe the exit; the zombie keeps its pgid
         except ChildProcessError:
@@ -152,8 +154,8 @@ class TurnRunner:
             timers, sent = list(turn.timers), dict(turn.sent)
         for timer in timers:
             timer.cancel()
-        turn.reader.join(READER_DRAIN_SECONDS)
-        if turn.reader.is_alive():  # a process claude started (and that left its group) holds the pipe open
+        reader.join(READER_DRAIN_SECONDS)
+        if reader.is_alive():  # a process claude started (and that left its group) holds the pipe open
             log.warning("session %s: claude exited but its stdout is still open; recording the turn from what was read", turn.name)
         outcome = claude.classify(turn.stream.result, returncode, sent, spawned.stderr_tail(), turn.stream.last_text)
         if turn.timed_out and outcome.kind in ("interrupted", "killed"):

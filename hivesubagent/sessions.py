@@ -16,13 +16,14 @@ What one transcript says is read by transcript.py, and kept up to date increment
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import re
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 import psutil
 
@@ -169,7 +170,7 @@ class SessionStore:
                 continue
         return None
 
-    def list(self, include_archived: bool = False) -> list[Transcript]:
+    def list(self, include_archived: bool = False) -> builtins.list[Transcript]:  # (`list` here is the verb)
         """Every named transcript in the project folder, newest first (unnamed ones are never parsed)."""
         out = []
         for path, _ in self._named(archived=include_archived):
@@ -179,7 +180,7 @@ class SessionStore:
                 continue
         return sorted(out, key=lambda t: t.mtime, reverse=True)
 
-    def archive(self, name: str) -> list[Path]:
+    def archive(self, name: str) -> builtins.list[Path]:
         """Hide every live transcript named `name` from claude's look-ups by renaming it `*.jsonl.archived`.
 
         Never deletes and never overwrites: the new name is claimed with link(2), which fails if it exists,
@@ -189,7 +190,7 @@ class SessionStore:
             archived.append(archive_file(path))
         return archived
 
-    def live_sessions(self) -> list[LiveSession]:
+    def live_sessions(self) -> builtins.list[LiveSession]:
         """Claude processes that are running now by claude's own registry (`<config>/sessions/<pid>.json`).
 
         A file left behind by a killed claude is ignored: the pid must exist and have the recorded start time."""

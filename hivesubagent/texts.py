@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 from common.tools import ToolResult
-
 from hivesubagent.result_pages import read_on
 
 LIST_TEXT_BYTES = 7 * 1024  # status() of every session: the lines that fit; an answer the model reads stays < 8 KiB

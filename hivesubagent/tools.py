@@ -7,12 +7,11 @@ docs/design.md, "MCP clients").
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from common.names import NAME_RULE
 from common.notices import NO_SOCKET, Notices
 from common.tools import CallContext, Tool, ToolError, ToolRegistry, ToolResult, closed_object
-
 from hivesubagent.engine import SubagentEngine, SubagentError
 from hivesubagent.texts import render_list, render_many, render_session, render_steps, render_waited, turn_result
 
@@ -256,7 +255,7 @@ def _status(engine: SubagentEngine, args: dict, ctx: CallContext) -> ToolResult:
     if args.get("all") and names is None:
         raise ToolError("all: goes with names (it waits for every one of several sessions)")
     if names is not None or (name is not None and "wait_seconds" in args):
-        return _status_wait(engine, [name] if names is None else names, args, ctx, single=names is None)
+        return _status_wait(engine, [cast(str, name)] if names is None else names, args, ctx, single=names is None)
     if "wait_seconds" in args:
         raise ToolError("wait_seconds: goes with name or names (the sessions to wait for)")
     if args.get("steps") or "steps_offset" in args:

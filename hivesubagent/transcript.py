@@ -12,10 +12,11 @@ from __future__ import annotations
 import copy
 import json
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 INTERRUPT_MARK = "[Request interrupted"
 
@@ -133,27 +134,27 @@ class TranscriptReader:
         if kind == "user" and text_of((entry.get("message") or {}).get("content")).startswith(INTERRUPT_MARK):
             self.turn.outcome = "interrupted"
         elif kind == "assistant":
-            self._assistant(entry)
+            self._assistant(entry, self.turn)
 
-    def _assistant(self, entry: dict) -> None:
+    def _assistant(self, entry: dict[str, Any], turn: LastTurn) -> None:
         message = entry.get("message") or {}
         synthetic = message.get("model") == "<synthetic>"
         text = text_of(message.get("content"))
         if entry.get("isApiErrorMessage"):
-            self.turn.outcome, self.turn.result_text = "error", text
+            turn.outcome, turn.result_text = "error", text
             return
         if synthetic:
             return
         self.t.model = message.get("model") or self.t.model
         if message.get("id") != self.last_message_id:
             self.last_message_id = message.get("id")
-            self.turn.result_text = ""
+            turn.result_text = ""
         if text:
-            self.turn.result_text += text
-        if message.get("stop_reason") in ("end_turn", "stop_sequence", "max_tokens", "refusal") and self.turn.outcome != "interrupted":
-            self.turn.outcome = "completed"
+            turn.result_text += text
+        if message.get("stop_reason") in ("end_turn", "stop_sequence", "max_tokens", "refusal") and turn.outcome != "interrupted":
+            turn.outcome = "completed"
         elif message.get("stop_reason") == "tool_use":
-            self.turn.outcome = "no_result"
+            turn.outcome = "no_result"
 
     def snapshot(self, mtime: float = 0.0) -> Transcript:
         """The transcript as read so far (a copy: feeding more later does not change it)."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from hivesubagent.transcript import INTERRUPT_MARK, TranscriptReader, is_prompt, timestamp_of
 

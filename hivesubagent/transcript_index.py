@@ -22,9 +22,10 @@ from __future__ import annotations
 import os
 import stat
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from hivesubagent.transcript import Transcript, TranscriptReader
 from hivesubagent.transcript_fold import TITLE, fold, is_title, parse
@@ -126,6 +127,7 @@ class TranscriptIndex:
         """Everything the transcript says (raises OSError if it cannot be read)."""
         with self._lock:
             entry = self._refresh(os.fspath(path), full=True)
+            assert entry.reader is not None, "a full refresh reads the whole transcript"
             return entry.reader.snapshot(entry.mark.mtime_ns / 1e9)
 
     def forget_except(self, paths: set[str]) -> None:
@@ -166,18 +168,18 @@ class TranscriptIndex:
             if not stat.S_ISREG(st.st_mode):
                 self._entries.pop(path, None)
                 raise OSError(f"{path}: not a regular file")
-            continued = entry is not None and entry.mark.continued_by(fd, st)
-            if continued and entry.reader is not None:
-                entry = self._read_on(entry, fd, st, entry.mark.offset)
-            elif continued and full and entry.before_turn is not None:
-                entry.reader, entry.before_turn = entry.before_turn, None
-                entry = self._read_on(entry, fd, st, entry.turn_start)
+            known = entry if entry is not None and entry.mark.continued_by(fd, st) else None  # read on from it
+            if known is not None and known.reader is not None:
+                entry = self._read_on(known, fd, st, known.mark.offset)
+            elif known is not None and full and known.before_turn is not None and known.turn_start is not None:
+                known.reader, known.before_turn = known.before_turn, None
+                entry = self._read_on(known, fd, st, known.turn_start)
             elif full:
                 fresh = _Entry(_Mark(st.st_dev, st.st_ino, 0, 0, 0, b""), None, TranscriptReader(Path(path)))
                 entry = self._read_on(fresh, fd, st, 0)
-            elif continued:
-                name = entry.name
-                entry = self._names_on(entry, fd, st)
+            elif known is not None:
+                name = known.name
+                entry = self._names_on(known, fd, st)
                 if entry.name == name:
                     # Not worth saving: after a restart, the appended bytes are searched again from the old
                     # offset, in C. So the agent's own growing session does not rewrite the index file.
@@ -192,19 +194,22 @@ class TranscriptIndex:
 
     @staticmethod
     def _read_on(entry: _Entry, fd: int, st: os.stat_result, offset: int) -> _Entry:
+        reader = entry.reader
+        assert reader is not None, "an entry is read on only with its reader"
         for data, end in _complete_blocks(fd, offset, st.st_size):
-            if (prompt := fold(entry.reader, data)) >= 0:
+            if (prompt := fold(reader, data)) >= 0:
                 entry.turn_start = end - len(data) + prompt
             offset = end
-        entry.name = entry.reader.t.name
+        entry.name = reader.t.name
         entry.mark = _mark(fd, st, offset)
         return entry
 
     @staticmethod
     def _names_on(entry: _Entry, fd: int, st: os.stat_result) -> _Entry:
         offset = entry.mark.offset
-        for data, offset in _complete_blocks(fd, offset, st.st_size):
+        for data, end in _complete_blocks(fd, offset, st.st_size):
             entry.name = last_title(data) or entry.name
+            offset = end
         entry.mark = _mark(fd, st, offset)
         return entry
 

@@ -8,9 +8,10 @@ tool results (shortened), API errors and interruptions, in file order. Claude's 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from common.humanize import cut
 from hivesubagent.transcript import INTERRUPT_MARK, is_prompt, iter_entries, text_of

@@ -13,14 +13,14 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 from common.states import StateTable
 from hivesubagent import claude
 
 
-class TurnState(str, Enum):
+class TurnState(StrEnum):
     STARTING = "starting"  # the name is reserved; transcripts are being looked up/archived, claude spawned
     RUNNING = "running"
     STOPPING = "stopping"  # we signalled it; waiting for the exit

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from common.waiting import wait_for
-
 from hivesubagent.arguments import SubagentError
 from hivesubagent.sessions import Transcript
 from hivesubagent.turn import TURN_STATES, Turn, TurnState

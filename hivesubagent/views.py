@@ -6,7 +6,7 @@ transcript read from disk.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from hivesubagent import claude
@@ -21,7 +21,7 @@ RAISE_THE_CAP = {"budget_exceeded": ", max_budget_usd=...", "max_turns": ", max_
 
 
 def iso(wall: float | None) -> str | None:
-    return None if wall is None else datetime.fromtimestamp(wall, timezone.utc).isoformat(timespec="seconds")
+    return None if wall is None else datetime.fromtimestamp(wall, UTC).isoformat(timespec="seconds")
 
 
 def turn_view(turn: Turn, result_chars: int) -> dict[str, Any]:
@@ -126,7 +126,7 @@ def transcript_view(t: Transcript, result_chars: int, other: LiveSession | None,
             "started_at": iso(last.started_at),
             "work": work,
         }
-        if ours is not None and other is None:
+        if ours is not None and other is None and ours.outcome is not None:
             o = ours.outcome
             view["last_turn"].update(outcome=o.kind, detail=o.detail, exited_without_result=o.exited_without_result,
                                      **bounds_data(ours), cost_usd=ours.turn_cost, work=ours.work or work,

@@ -11,13 +11,13 @@ latest tool and tokens as they change (at most one a second), and a cancelled ca
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from common.call_progress import NO_PROGRESS, Cancellation, paced_wait
 from common.humanize import one_line
 from common.waiting import WaitSlots, WaitWindow
-
 from hivesubagent.turn import Turn, TurnState
 from hivesubagent.turns import TurnTable
 

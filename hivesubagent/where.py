@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from common.whole_files import replace_whole
 

@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_support import BenchContext, Row, choose_workdir, format_table  # noqa: E402
+from bench_support import BenchContext, Row, choose_workdir, format_table
 
 AREAS = ["transport", "bash", "progress", "scale", "todos", "subagent", "sessions"]
 
@@ -49,7 +49,7 @@ def main() -> int:
                 print(f"[{area}] {bench.__name__} ...", file=sys.stderr, flush=True)
                 try:
                     new_rows = bench(ctx)
-                except Exception as exc:  # one broken benchmark must not hide the others' figures
+                except Exception as exc:  # noqa: BLE001 - one broken benchmark must not hide the others' figures
                     new_rows = [Row(area, bench.__name__, "error", note=f"{type(exc).__name__}: {exc}")]
                 for row in new_rows:
                     row.area = area

@@ -19,7 +19,6 @@ import threading
 import time
 
 import psutil
-
 from bench_support import REPO, VENV_BIN, Daemon, McpConnection, Row, percentiles, timed
 
 DAEMON = [str(VENV_BIN / "hive-bash-daemon")]
@@ -53,8 +52,8 @@ def run_round_trip(ctx):
             Daemon(SDK_SERVER, ctx.workdir / "rt-sdk") as peer:
         ours, sdk = McpConnection(d.port), McpConnection(peer.port)
         for cmd, n in (("true", ctx.reps(300, 60)), ("sleep 0.3", ctx.reps(30, 10))):
-            contenders = {"ours": lambda: ours.call("run", {"cmd": cmd, "wait_seconds": 30}),
-                          "sdk": lambda: sdk.call("run", {"cmd": cmd}), "raw": _spawn(cmd)}
+            contenders = {"ours": lambda cmd=cmd: ours.call("run", {"cmd": cmd, "wait_seconds": 30}),
+                          "sdk": lambda cmd=cmd: sdk.call("run", {"cmd": cmd}), "raw": _spawn(cmd)}
             if cmd == "true":
                 _interleaved(contenders, 60, rounds=3)  # warm-up: imports, first connections, caches
             got = {name: percentiles(s) for name, s in _interleaved(contenders, n).items()}
@@ -166,7 +165,7 @@ def throughput(ctx):
                 while time.monotonic() < stop:
                     mine.append(conn.call("run", {"cmd": "true", "wait_seconds": 0})["structuredContent"]["id"])
                 conn.close()
-            except Exception as exc:  # counted in the row's note, never a silent zero
+            except Exception as exc:  # noqa: BLE001 - counted in the row's note, never a silent zero
                 with lock:
                     errors.append(f"{type(exc).__name__}: {exc}")
             with lock:
@@ -302,8 +301,8 @@ def status_views(ctx):
         task = conn.call("run", {"cmd": "for i in $(seq 200); do echo line $i; done; echo warn >&2",
                                  "wait_seconds": 30})["structuredContent"]["id"]
         for args in views.values():
-            timed(lambda: conn.call("status", {"id": task, **args}), 20)
-        figures = {name: percentiles(timed(lambda: conn.call("status", {"id": task, **args}), n))
+            timed(lambda args=args: conn.call("status", {"id": task, **args}), 20)
+        figures = {name: percentiles(timed(lambda args=args: conn.call("status", {"id": task, **args}), n))
                    for name, args in views.items()}
         conn.close()
     bmed = figures["plain"][0]

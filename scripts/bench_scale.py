@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import psutil
-
 from bench_support import VENV_BIN, Daemon, McpConnection, Row, percentiles, timed
 
 DAEMON = [str(VENV_BIN / "hive-bash-daemon")]

@@ -23,7 +23,7 @@ from pathlib import Path
 from bench_support import REPO, VENV_BIN, Daemon, McpConnection, Row, percentiles
 
 sys.path.insert(0, str(REPO))
-from hivesubagent.sessions import SessionStore, project_slug  # noqa: E402
+from hivesubagent.sessions import SessionStore, project_slug
 
 MiB = 1 << 20
 TARGET_MS, GROWING_TARGET_MS, MEMORY_TARGET_MIB = 50.0, 20.0, 20.0
@@ -128,77 +128,103 @@ def _folder(root: Path, foreign: int, big_bytes: int) -> tuple[Path, Path, Path]
     return home, work, build_folder(project, foreign, 50, MiB, big_bytes)
 
 
+class _Scene:
+    """What every daemon of `lookups` runs on: the crowded folder and the lean one, the stand-in claude, the
+    prompt, and one state directory, as a daemon restarted by systemd keeps its own."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        started = time.perf_counter()
+        self.home, self.work, self.big = _folder(root / "crowded", 250, 50 * MiB)
+        self.lean_home, self.lean_work, _ = _folder(root / "lean", 0, 0)
+        self.built_s = time.perf_counter() - started
+        self.claude = root / "claude"
+        self.claude.write_text(CLAUDE_STAND_IN)
+        self.claude.chmod(0o755)
+        prompt_file = root / "prompt.md"
+        prompt_file.write_text("You are a benchmark subagent.\n")
+        self.calls = _calls(root, prompt_file)
+        self.state = root / "state"
+
+    def daemon(self, n: int, lean: bool = False) -> Daemon:
+        workdir, home, state = ((self.lean_work, self.lean_home, self.root / "state-lean") if lean
+                                else (self.work, self.home, self.state))
+        argv = [str(VENV_BIN / "hive-subagent-daemon"), "--claude-bin", str(self.claude), "--workdir", str(workdir),
+                "--max-running", "64", "--state-dir", str(state)]
+        return Daemon(argv, self.root / f"daemon-{n}", env={"HOME": str(home)})
+
+
 def lookups(ctx):
-    root = ctx.workdir / "sessions"
-    started = time.perf_counter()
-    home, work, big = _folder(root / "crowded", 250, 50 * MiB)
-    lean_home, lean_work, _ = _folder(root / "lean", 0, 0)
-    built_s = time.perf_counter() - started
-    claude = root / "claude"
-    claude.write_text(CLAUDE_STAND_IN)
-    claude.chmod(0o755)
-    prompt_file = root / "prompt.md"
-    prompt_file.write_text("You are a benchmark subagent.\n")
-    state = root / "state"  # one state directory, as a daemon restarted by systemd keeps its own
-
-    def daemon(n: int, workdir: Path, home_dir: Path, state_dir: Path = state) -> Daemon:
-        argv = [str(VENV_BIN / "hive-subagent-daemon"), "--claude-bin", str(claude), "--workdir", str(workdir),
-                "--max-running", "64", "--state-dir", str(state_dir)]
-        return Daemon(argv, root / f"daemon-{n}", env={"HOME": str(home_dir)})
-
+    scene = _Scene(ctx.workdir / "sessions")
     n = ctx.reps(30, 8)
-    project = big.parent
-    baseline = [listdir_and_stat(project) for _ in range(n)]
-    base_med, base_p99 = percentiles(baseline)
-    calls = _calls(root, prompt_file)
-    rows = []
-    # Same verbs, a folder holding only the 50 named transcripts: what the 251 foreign ones add shows as the ratio.
+    project = scene.big.parent
+    base_med, base_p99 = percentiles([listdir_and_stat(project) for _ in range(n)])
+    lean, lean_start = _lean_medians(scene, n)
+    rows = [_first_start_row(scene, base_med, lean_start)]
+    for k, (label, (tool, args)) in enumerate(scene.calls.items()):
+        rows += _restart_rows(scene, 2 + k, label, tool, args, n, base_med, lean[label], lean_start)
+    rows.append(Row("sessions", "  baseline: os.listdir + stat of the folder", "ms", base_med, base_p99, n,
+                    note=f"301 files, {sum(p.stat().st_size for p in project.iterdir()) / MiB:.0f} MiB, "
+                         f"both folders built in {scene.built_s:.1f} s"))
+    shutil.rmtree(scene.root, ignore_errors=True)
+    return rows
+
+
+def _lean_medians(scene: _Scene, n: int) -> tuple[dict[str, float], float]:
+    """Same verbs, a folder holding only the 50 named transcripts: what the 251 foreign ones add shows as the
+    ratio. (median of each verb, seconds from start to ready)"""
     lean = {}
     began = time.perf_counter()
-    with daemon(0, lean_work, lean_home, root / "state-lean") as d:
+    with scene.daemon(0, lean=True) as d:
         lean_start = time.perf_counter() - began
         conn = McpConnection(d.port)
-        for label, (tool, args) in calls.items():
+        for label, (tool, args) in scene.calls.items():
             lean[label] = percentiles([_call(conn, tool, args(i)) for i in range(n)])[0]
         conn.close()
+    return lean, lean_start
+
+
+def _first_start_row(scene: _Scene, base_med: float, lean_start: float) -> Row:
     began = time.perf_counter()
-    with daemon(1, work, home) as d:  # the first start ever on this folder: nothing saved yet
+    with scene.daemon(1) as d:  # the first start ever on this folder: nothing saved yet
         cold_start = time.perf_counter() - began
         conn = McpConnection(d.port)
         cold = _call(conn, "status", {})
         conn.close()
-    rows.append(Row("sessions", "status(): first call on the first daemon start ever on this folder", "ms", cold * 1000, None, 1,
-                    "listdir+stat", base_med, target=f"< {TARGET_MS:.0f} ms", ok=cold * 1000 < TARGET_MS,
-                    note=f"nothing saved yet: the daemon read the 50 named transcripts before it said ready "
-                         f"(start to ready {cold_start * 1000:.0f} ms; lean folder {lean_start * 1000:.0f} ms)"))
-    for k, (label, (tool, args)) in enumerate(calls.items()):
-        began = time.perf_counter()
-        with daemon(2 + k, work, home) as d:  # a restart: the index saved by the last daemon is checked, read on
-            restart = time.perf_counter() - began
-            conn = McpConnection(d.port)
-            first = _call(conn, tool, args(0))
-            steady = [_call(conn, tool, args(i)) for i in range(1, n)]
-            growing = []
-            for i in range(n):
-                grow(big)
-                growing.append(_call(conn, tool, args(n + i)))
-            conn.close()
-        med, p99 = percentiles([first, *steady])
-        worst = max(first, *steady) * 1000
-        rows.append(Row("sessions", f"{label}: first call after a restart, then repeated", "ms", med, p99, n,
-                        "50 named only", lean[label], target=f"< {TARGET_MS:.0f} ms each", ok=worst < TARGET_MS,
-                        note=f"first {first * 1000:.1f} ms, worst {worst:.1f} ms; {med / base_med:.1f}x listdir+stat; "
-                             f"restart to ready {restart * 1000:.0f} ms (lean folder {lean_start * 1000:.0f} ms)"))
-        g_med, g_p99 = percentiles(growing)
-        rows.append(Row("sessions", f"{label}: the 50 MB transcript grew before each", "ms", g_med, g_p99, n,
-                        "50 named only", lean[label], target=f"< {GROWING_TARGET_MS:.0f} ms each",
-                        ok=max(growing) * 1000 < GROWING_TARGET_MS,
-                        note=f"worst {max(growing) * 1000:.1f} ms; {g_med / base_med:.1f}x listdir+stat"))
-    rows.append(Row("sessions", "  baseline: os.listdir + stat of the folder", "ms", base_med, base_p99, n,
-                    note=f"301 files, {sum(p.stat().st_size for p in project.iterdir()) / MiB:.0f} MiB, "
-                         f"both folders built in {built_s:.1f} s"))
-    shutil.rmtree(root, ignore_errors=True)
-    return rows
+    return Row("sessions", "status(): first call on the first daemon start ever on this folder", "ms", cold * 1000,
+               None, 1, "listdir+stat", base_med, target=f"< {TARGET_MS:.0f} ms", ok=cold * 1000 < TARGET_MS,
+               note=f"nothing saved yet: the daemon read the 50 named transcripts before it said ready "
+                    f"(start to ready {cold_start * 1000:.0f} ms; lean folder {lean_start * 1000:.0f} ms)")
+
+
+def _restart_rows(scene: _Scene, n_daemon: int, label: str, tool: str, args, n: int, base_med: float,
+                  lean_med: float, lean_start: float) -> list[Row]:
+    """One verb on a restarted daemon (the index saved by the last one is checked and read on): its first call,
+    repeated calls, then calls with the big transcript grown before each."""
+    began = time.perf_counter()
+    with scene.daemon(n_daemon) as d:
+        restart = time.perf_counter() - began
+        conn = McpConnection(d.port)
+        first = _call(conn, tool, args(0))
+        steady = [_call(conn, tool, args(i)) for i in range(1, n)]
+        growing = []
+        for i in range(n):
+            grow(scene.big)
+            growing.append(_call(conn, tool, args(n + i)))
+        conn.close()
+    med, p99 = percentiles([first, *steady])
+    worst = max(first, *steady) * 1000
+    g_med, g_p99 = percentiles(growing)
+    return [
+        Row("sessions", f"{label}: first call after a restart, then repeated", "ms", med, p99, n,
+            "50 named only", lean_med, target=f"< {TARGET_MS:.0f} ms each", ok=worst < TARGET_MS,
+            note=f"first {first * 1000:.1f} ms, worst {worst:.1f} ms; {med / base_med:.1f}x listdir+stat; "
+                 f"restart to ready {restart * 1000:.0f} ms (lean folder {lean_start * 1000:.0f} ms)"),
+        Row("sessions", f"{label}: the 50 MB transcript grew before each", "ms", g_med, g_p99, n,
+            "50 named only", lean_med, target=f"< {GROWING_TARGET_MS:.0f} ms each",
+            ok=max(growing) * 1000 < GROWING_TARGET_MS,
+            note=f"worst {max(growing) * 1000:.1f} ms; {g_med / base_med:.1f}x listdir+stat"),
+    ]
 
 
 def summaries_memory(ctx):

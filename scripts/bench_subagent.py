@@ -18,7 +18,7 @@ from pathlib import Path
 from bench_support import REPO, VENV_BIN, Daemon, McpConnection, Row
 
 sys.path.insert(0, str(REPO / "tests" / "subagent"))
-from mock_messages_api import MockMessagesServer, claude_env  # noqa: E402
+from mock_messages_api import MockMessagesServer, claude_env
 
 CLAUDE = REPO / ".cache" / "npm" / "node_modules" / ".bin" / "claude"
 HOLD_SECONDS = 2.0  # the mock holds each model call this long: a turn of ~2.4 s (real turns run far longer)
@@ -122,7 +122,7 @@ def turn_overhead(ctx):
     d_med, b_med = statistics.median(via_daemon) * 1000, statistics.median(direct) * 1000
     # The median of the paired differences (each daemon turn ran right after its direct twin): claude's own
     # start-up varies by ~100 ms run to run, which a difference of medians would mistake for overhead.
-    overhead = statistics.median(d - b for d, b in zip(via_daemon, direct)) * 1000 / b_med * 100
+    overhead = statistics.median(d - b for d, b in zip(via_daemon, direct, strict=True)) * 1000 / b_med * 100
     answer_med, answer_max = statistics.median(answers) * 1000, max(answers) * 1000
     return [
         Row("subagent", "turn wall time via the daemon (start call to todo)", "ms", d_med, max(via_daemon) * 1000, n, "claude -p direct", b_med,

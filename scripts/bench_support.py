@@ -141,8 +141,8 @@ def format_table(rows: list[Row]) -> str:
     body = [[r.area, r.name, _fmt(r.median, r.unit), _fmt(r.p99, r.unit), str(r.n or ""), r.baseline,
              _fmt(r.baseline_median, r.unit), f"{r.ratio:.2f}" if r.ratio is not None else "", r.target,
              {True: "ok", False: "MISSED", None: ""}[r.ok] + (f" ({r.note})" if r.note else "")] for r in rows]
-    widths = [max(len(x) for x in col) for col in zip(head, *body)]
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths))  # noqa: E731
+    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True))  # noqa: E731
     return "\n".join([line(head), line(["-" * w for w in widths])] + [line(b) for b in body])
 
 

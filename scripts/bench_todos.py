@@ -86,7 +86,7 @@ def upsert_by_socket_state(ctx):
     try:
         for i in range(n):
             for state in STATES:
-                samples[state] += timed(lambda: todos[state].upsert(f"t{i % 50}", f"done {i}", "Read(x)", {"i": i}), 1)
+                samples[state] += timed(lambda state=state, i=i: todos[state].upsert(f"t{i % 50}", f"done {i}", "Read(x)", {"i": i}), 1)
                 _settle(todos[state], state)
     finally:
         for t in todos.values():
@@ -108,10 +108,10 @@ def run_call_by_socket_state(ctx):
             conns[state] = McpConnection(daemons[state].port)
         samples: dict[str, list[float]] = {s: [] for s in STATES}
         for state in STATES:  # warm-up
-            timed(lambda: conns[state].call("run", {"cmd": "true", "wait_seconds": 0}), 5)
+            timed(lambda state=state: conns[state].call("run", {"cmd": "true", "wait_seconds": 0}), 5)
         for _ in range(n):
             for state in STATES:
-                samples[state] += timed(lambda: conns[state].call("run", {"cmd": "true", "wait_seconds": 0}), 1)
+                samples[state] += timed(lambda state=state: conns[state].call("run", {"cmd": "true", "wait_seconds": 0}), 1)
     finally:
         for conn in conns.values():
             conn.close()

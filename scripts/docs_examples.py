@@ -25,10 +25,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]

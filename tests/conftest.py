@@ -4,7 +4,6 @@ import signal
 import sys
 
 import pytest
-
 from daemon_harness import ECHO_SERVER, DaemonProcess, start_daemon, todo_sink
 from small_disk import mount_small_disk, unmount
 

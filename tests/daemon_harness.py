@@ -42,7 +42,7 @@ class DaemonProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
-                raise AssertionError(f"daemon did not stop within {timeout}s of {signal.Signals(sig).name}:\n{self.log()[-3000:]}")
+                raise AssertionError(f"daemon did not stop within {timeout}s of {signal.Signals(sig).name}:\n{self.log()[-3000:]}") from None
         return self.proc.returncode
 
 

@@ -14,12 +14,21 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.decorators import FC
 
 from common.cli_base import EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE, fail, program
 from common.humanize import human_age
 from common.todos.outbox import JOURNAL_NAME, OUTBOX_DIRNAME, read_journal
 from common.todos.sink import TodoBoard, serve_until_signalled, take_socket_path
-from common.todos.wire import OP_CLEAR, OP_LIST, OP_UPSERT, HarnessError, HarnessUnreachable, check_socket_path, exchange
+from common.todos.wire import (
+    OP_CLEAR,
+    OP_LIST,
+    OP_UPSERT,
+    HarnessError,
+    HarnessUnreachable,
+    check_socket_path,
+    exchange,
+)
 
 EXIT_ERROR = EXIT_REFUSED
 EXIT_NO_OUTBOX = EXIT_UNREACHABLE  # `outbox`: nothing to read at that path, as for a socket nobody listens on
@@ -35,7 +44,7 @@ SEND_REPLY_LIMIT = 64 * 1024  # an upsert or clear is answered by a short acknow
 SOCKET_HELP = "The harness's Unix socket (at most 107 bytes as a path)."
 
 
-def socket_option(command):
+def socket_option(command: FC) -> FC:
     return click.option(
         "--socket", "socket_path", type=click.Path(path_type=Path, dir_okay=False), envvar="HIVE_AGENT_SOCKET",
         show_envvar=True, help=SOCKET_HELP,
@@ -137,7 +146,7 @@ def _print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
     """Columns padded to their widest cell; the last one (a summary) is left as long as it is."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
     for row in [header, *rows]:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths)) + "  " + row[-1])
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1])
 
 
 SOURCE_OPTION = click.option("--source", required=True, help="The producer, e.g. bash or subagent.")
@@ -152,7 +161,8 @@ KEY_OPTION = click.option("--key", required=True, help="The todo's key (a task i
 @click.option("--body", default="", help="The text the agent reads ('-' reads it from stdin).")
 @click.option("--data", "data_json", default="{}", help="A JSON object of structured fields.")
 @TIMEOUT_OPTION
-def upsert(socket_path, source, key, summary, body, data_json, timeout) -> None:
+def upsert(socket_path: Path | None, source: str, key: str, summary: str, body: str, data_json: str,
+           timeout: float) -> None:
     """Send one todo.upsert, as a daemon would: for trying out a harness's end of the socket."""
     path = _require_socket(socket_path)
     try:
@@ -173,7 +183,7 @@ def upsert(socket_path, source, key, summary, body, data_json, timeout) -> None:
 @SOURCE_OPTION
 @KEY_OPTION
 @TIMEOUT_OPTION
-def clear(socket_path, source, key, timeout) -> None:
+def clear(socket_path: Path | None, source: str, key: str, timeout: float) -> None:
     """Send one todo.clear, as a daemon would: for trying out a harness's end of the socket."""
     path = _require_socket(socket_path)
     _request(path, {"op": OP_CLEAR, "key": key, "source": source}, timeout, SEND_REPLY_LIMIT)

@@ -22,9 +22,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from common.names import check_name
 from common.states import StateTable
@@ -157,7 +158,7 @@ class TodoDelivery:
         try:
             with self._cond:
                 return self._outbox.repair_if_removed()
-        except Exception:  # noqa: BLE001 - called after answers: must never fail one
+        except Exception:
             log.exception("%s todo outbox could not be checked", self.source)
             return False
 
@@ -186,7 +187,7 @@ class TodoDelivery:
                 self._pending.coalesce(key, message, self._in_flight)
                 self._kick = True
                 self._cond.notify_all()
-        except Exception:  # noqa: BLE001 - a todo must never fail the tool call that produced it
+        except Exception:
             log.exception("%s todo %s for %s could not be queued", self.source, message["op"], key)
             return False
         if self.socket_path is None:
@@ -212,7 +213,7 @@ class TodoDelivery:
             self.repair()  # here, off the callers' path: a removed journal is made again before it is needed
             try:
                 outcome = self._send(entry)
-            except Exception as e:  # noqa: BLE001 - the thread must outlive any surprise; retry later
+            except Exception as e:
                 log.exception("%s todo delivery failed unexpectedly", self.source)
                 outcome = _Outcome(False, True, True, f"unexpected error: {e}")
             with self._cond:

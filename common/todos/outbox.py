@@ -128,6 +128,8 @@ class Outbox:
 
     def _keep_room(self) -> None:
         """Keep ROOM bytes allocated past the end; on a full disk, what is left of the room serves meanwhile."""
+        if self._fd is None:
+            return
         try:
             reserve(self._fd, self._size + ROOM)
             self._room_to = self._size + ROOM

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from common.todos.outbox import Outbox
 from common.todos.wire import OP_CLEAR, OP_UPSERT, clear_message, upsert_message
@@ -37,7 +38,7 @@ class Entry:
 
     @property
     def op(self) -> str:
-        return self.message["op"]
+        return str(self.message["op"])
 
 
 class PendingTodos:

@@ -139,7 +139,7 @@ def _read_line(sock: socket.socket, deadline: float, limit: int) -> bytes:
 def _set_remaining(sock: socket.socket, deadline: float) -> None:
     remaining = deadline - time.monotonic()
     if remaining <= 0:
-        raise socket.timeout("timed out")
+        raise TimeoutError("timed out")
     sock.settimeout(remaining)
 
 

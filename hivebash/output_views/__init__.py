@@ -11,8 +11,18 @@ window_view, tail_view, wait_for, request (what a status asks to see, and its re
 
 from .grep_view import compile_pattern, grep
 from .line_index import LineIndex
-from .reading import (BLOCK, CONTEXT_MAX, GREP_SECONDS, LINE_CAP, MAX_LINES_MAX, VIEW_BUDGET, Line, Source, View,
-                      ViewError)
+from .reading import (
+    BLOCK,
+    CONTEXT_MAX,
+    GREP_SECONDS,
+    LINE_CAP,
+    MAX_LINES_MAX,
+    VIEW_BUDGET,
+    Line,
+    Source,
+    View,
+    ViewError,
+)
 from .request import DEFAULT_MAX_LINES, STREAMS, ViewRequest, check_view, render
 from .tail_view import tail
 from .wait_for import Watch, watch

@@ -12,10 +12,25 @@ import os
 import re
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from .line_index import number_hits
-from .reading import (CONTEXT_MAX, GREP_SECONDS, VIEW_BUDGET, Line, Source, View, ViewError, blocks,
-                      line_start_before, open_output, read_buffer, read_line_at, shown_text)
+from .reading import (
+    CONTEXT_MAX,
+    GREP_SECONDS,
+    VIEW_BUDGET,
+    Line,
+    Source,
+    View,
+    ViewError,
+    blocks,
+    line_start_before,
+    open_output,
+    read_buffer,
+    read_line_at,
+    shown_text,
+)
+
 
 @dataclass
 class _Hit:
@@ -24,7 +39,7 @@ class _Hit:
     offset: int  # where the line starts
 
 
-def compile_pattern(pattern: str) -> tuple[re.Pattern, re.Pattern]:
+def compile_pattern(pattern: object) -> tuple[re.Pattern[Any], re.Pattern[Any]]:
     """A Python regex applied to each line (`^` and `$` anchor at the line's ends), and the regex that finds
     candidates for it in a block. ASCII patterns run on the bytes; others on the decoded text (a non-ASCII
     character class must see characters)."""
@@ -54,16 +69,17 @@ def scan(fd: int, stream: str, regexes: tuple[re.Pattern, re.Pattern], start: in
     The regex searches the whole block from the current position; a candidate counts only if its own line
     matches alone (`\\s` or `[^x]` can match across a newline)."""
     regex, candidates = regexes
-    hits, total = [], 0
+    hits: list[_Hit] = []
+    total = 0
     last_hit = -1  # where the line of the last hit starts: the pieces of one long line count once
     carry = start  # where the line that the next block begins in starts
     as_text = isinstance(regex.pattern, str)
-    newline = "\n" if as_text else b"\n"
+    newline: Any = "\n" if as_text else b"\n"  # str or bytes, as the pattern and the haystack are
     deadline = time.monotonic() + GREP_SECONDS
     for block, end, base in blocks(fd, start, buf, stop):
         if time.monotonic() > deadline:
             return hits, total, base
-        hay = bytes(block[:end]).decode("utf-8", "surrogateescape") if as_text else block
+        hay: Any = bytes(block[:end]).decode("utf-8", "surrogateescape") if as_text else block
         hend = len(hay) if as_text else end
         pos, chars, nbytes = 0, 0, 0  # text only: a character offset and its byte offset
         while pos < hend:

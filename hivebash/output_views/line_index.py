@@ -8,13 +8,14 @@ import os
 import threading
 from collections import OrderedDict
 
+
 class LineIndex:
     """Where lines start in a file that has not changed since: (byte offset, newlines before it) pairs
     recorded by every count that read a whole block, so the next grep or window of the same output counts
     from the nearest one instead of from the start (counting lines is half the cost of a grep). Kept per
     file while its size and mtime stay the same (a task's output that is still written gets none)."""
 
-    _cache: "OrderedDict[tuple[int, int], LineIndex]" = OrderedDict()
+    _cache: OrderedDict[tuple[int, int], LineIndex] = OrderedDict()
     _lock = threading.Lock()
     KEEP = 64  # files
 
@@ -22,7 +23,7 @@ class LineIndex:
         self.key, self.stamp, self.points = key, stamp, points
 
     @classmethod
-    def of(cls, fd: int) -> "LineIndex":
+    def of(cls, fd: int) -> LineIndex:
         st = os.fstat(fd)
         key, stamp = (st.st_dev, st.st_ino), (st.st_size, st.st_mtime_ns)
         with cls._lock:

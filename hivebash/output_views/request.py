@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from .grep_view import compile_pattern, grep
 from .reading import CONTEXT_MAX, MAX_LINES_MAX, VIEW_BUDGET, Source, View, ViewError
@@ -58,7 +59,8 @@ def check_view(grep: object = None, context: object = None, from_line: object = 
         raise ViewError(f"max_lines: must be an integer from 1 to {MAX_LINES_MAX}")
     if from_line is not None and (isinstance(from_line, bool) or not isinstance(from_line, int) or from_line < 1):
         raise ViewError("from_line: must be an integer >= 1 (the first line is 1)")
-    return ViewRequest(grep, context, from_line, max_lines, stream, bool(new_only))
+    # grep is a string by now: compile_pattern refused anything else.
+    return ViewRequest(cast("str | None", grep), context, from_line, max_lines, stream, bool(new_only))
 
 
 def render(sources: list[Source], request: ViewRequest, seen_to: dict[str, int] | None = None,

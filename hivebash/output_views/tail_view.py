@@ -8,7 +8,8 @@ from common.terminal_text import readable
 
 from .reading import LINE_CAP, VIEW_BUDGET, Source, View, open_output
 
-def _tail_bytes(fd: int, start: int, size: int, share: int) -> tuple[bytes, int]:
+
+def _tail_bytes(fd: int, start: int, size: int, share: int) -> tuple[str, int]:
     """The last bytes of [start, size) whose readable text fits in `share` bytes, and where they begin."""
     first = max(start, size - share)
     raw = os.pread(fd, size - first, first)

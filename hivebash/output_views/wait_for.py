@@ -10,6 +10,7 @@ from .grep_view import compile_pattern, scan
 from .line_index import number_hits
 from .reading import Line, Source, open_output, read_line_at, shown_text
 
+
 @dataclass
 class Watch:
     """Follows one output file from a byte offset for lines matching a regex (status/run `wait_for`): only

@@ -5,8 +5,19 @@ from __future__ import annotations
 import os
 
 from .line_index import offset_of_line
-from .reading import (MAX_LINES_MAX, VIEW_BUDGET, Line, Source, View, ViewError, open_output, read_buffer,
-                      read_line_at, shown_text)
+from .reading import (
+    MAX_LINES_MAX,
+    VIEW_BUDGET,
+    Line,
+    Source,
+    View,
+    ViewError,
+    open_output,
+    read_buffer,
+    read_line_at,
+    shown_text,
+)
+
 
 def window(sources: list[Source], from_line: int, max_lines: int, budget: int = VIEW_BUDGET) -> View:
     """Lines `from_line` .. `from_line + max_lines - 1` of each source, numbered, cut to `budget`."""
@@ -24,7 +35,7 @@ def window(sources: list[Source], from_line: int, max_lines: int, budget: int = 
         offset = None if fd is None else offset_of_line(fd, from_line, buf)
         try:
             used = 0
-            while offset is not None and len(lines) < max_lines:
+            while fd is not None and offset is not None and len(lines) < max_lines:
                 raw, nxt = read_line_at(fd, offset)
                 if nxt == offset:
                     break

@@ -7,8 +7,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from hivebash.engine import Engine  # noqa: E402
-from hivebash_testkit import EngineProcess, TodoRecorder, settings  # noqa: E402
+from hivebash_testkit import EngineProcess, TodoRecorder, settings
+
+from hivebash.engine import Engine
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 import psutil
-
-from common.config import BashSettings
 from daemon_harness import wait_until  # noqa: F401 - the one wait helper, re-exported for the bash tests
 from todo_recorder import TodoRecorder  # noqa: F401 - re-exported for the bash tests
+
+from common.config import BashSettings
 from hivebash.processes import MARKER_ENV
 
 HERE = Path(__file__).parent

@@ -38,7 +38,7 @@ class SdkAgent:
                     method, args, done = item
                     try:
                         done.set_result(await getattr(client, method)(*args))
-                    except Exception as exc:  # handed to the caller's thread
+                    except Exception as exc:  # noqa: BLE001 - handed to the caller's thread
                         done.set_exception(exc)
         except Exception as exc:
             if not self._ready.done():

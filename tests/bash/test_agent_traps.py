@@ -4,11 +4,11 @@ Python SDK client against a real hive-bash-daemon (the answer's text is what mat
 from __future__ import annotations
 
 import pytest
+from daemon_harness import start_daemon, todo_sink
+from sdk_agent import SdkAgent, bash_daemon_argv
 
 from common.notices import Notices, promises_a_notice
-from daemon_harness import start_daemon, todo_sink
 from hivesubagent import tools as subagent_tools
-from sdk_agent import SdkAgent, bash_daemon_argv
 
 
 @pytest.fixture(scope="module")

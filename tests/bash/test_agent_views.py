@@ -5,12 +5,12 @@ cursor, waits on several tasks and on a line of output, and what `task started` 
 import threading
 
 import pytest
+from hivebash_testkit import settings, wait_until
 
 from common.tools import CallContext
 from hivebash import inline_wait
 from hivebash.engine import Engine
 from hivebash.tools import build_registry
-from hivebash_testkit import settings, wait_until
 
 AGENT, OPERATOR = CallContext(structured=True), CallContext(structured=True, operator=True)
 BOUND = 8 * 1024

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from hivebash.cli import main
 from daemon_harness import sink_todos
 from hivebash_testkit import marked_processes, wait_until
+
+from hivebash.cli import main
 
 DAEMON = str(Path(sys.executable).parent / "hive-bash-daemon")
 

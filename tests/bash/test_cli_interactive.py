@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from daemon_harness import sink_todos
-from hivebash.cli import main
 from hivebash_testkit import wait_until
+
+from hivebash.cli import main
 
 BIN = Path(sys.executable).parent
 DAEMON = str(BIN / "hive-bash-daemon")

@@ -8,9 +8,9 @@ import subprocess
 import threading
 
 import pytest
+from daemon_harness import VENV_BIN, wait_until
 
 from common.durability import ALWAYS, BATCHED, Flusher
-from daemon_harness import VENV_BIN, wait_until
 
 
 class SyncRecorder:
@@ -296,7 +296,8 @@ def test_always_holds_every_replaced_record(tmp_path):
 
 def test_a_record_loaded_at_start_is_held_when_replaced(tmp_path):
     from hivebash import task as t
-    from hivebash.store import TaskStore, record_of
+    from hivebash.records import record_of
+    from hivebash.store import TaskStore
 
     first = TaskStore(tmp_path / "state", fsync=BATCHED, fsync_window=60)
     first.save_dict("t", record_of(t.Task(id="t", cmd="true", cwd="/", marker="t:n", seq=1, submitted_at=1.0)))

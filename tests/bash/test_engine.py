@@ -7,8 +7,8 @@ import os
 import threading
 
 import pytest
-
 from hivebash_testkit import marked_processes, wait_until
+
 from hivebash.engine import EngineError, UnknownTask
 from hivebash.views import facts_line
 

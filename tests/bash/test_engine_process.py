@@ -7,9 +7,9 @@ import os
 import signal
 
 import psutil
+from hivebash_testkit import TodoRecorder, marked_processes, settings, wait_until
 
 from hivebash.engine import Engine
-from hivebash_testkit import TodoRecorder, marked_processes, settings, wait_until
 
 
 def test_escapees_are_reparented_to_the_engine_and_killed(engine_process):

@@ -9,12 +9,12 @@ import threading
 import time
 
 import pytest
+from hivebash_testkit import marked_processes, wait_until
 
 from common.tools import CallContext, ToolArgumentsError
 from hivebash.arguments import EngineError
 from hivebash.send import SEND_LIMIT
 from hivebash.tools import build_registry
-from hivebash_testkit import marked_processes, wait_until
 
 AGENT, OPERATOR = CallContext(structured=True), CallContext(structured=True, operator=True)
 ANSWER_BOUND = 8 * 1024
@@ -120,7 +120,7 @@ def test_a_task_that_never_reads_is_never_waited_on(tools, kind):
         done = threading.Event()
         results = {}
 
-        def send():
+        def send(results=results, done=done):
             results["send"] = call(tools, "send", id="deaf", text=chunk, enter=False, wait_seconds=0.5)
             done.set()
 

@@ -7,12 +7,12 @@ import signal
 import threading
 
 import pytest
-
 from fake_ops import RecordingOps
-from hivebash.store import record_of
-from hivebash.task import Task
 from hivebash_testkit import settings, wait_until
+
 from hivebash.engine import Engine
+from hivebash.records import record_of
+from hivebash.task import Task
 
 INT, TERM, KILL = signal.SIGINT, signal.SIGTERM, signal.SIGKILL
 

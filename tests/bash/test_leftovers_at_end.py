@@ -2,6 +2,7 @@
 end and in the completion todo, not only in a later status (docs/tools/bash.md, status)."""
 
 from hivebash_testkit import wait_until
+
 from hivebash.tools import outcome_result
 
 

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp.client.client import Client
-
 from daemon_harness import sink_todos, wait_until
+from mcp.client.client import Client
 
 DAEMON = str(Path(sys.executable).parent / "hive-bash-daemon")
 TICKING = "for i in 1 2 3 4 5 6; do echo \"step $i of 6\"; sleep 1; done"
@@ -48,7 +47,7 @@ def test_a_waiting_run_streams_the_tasks_lines(bash_daemon, mode):
     progress = [p for _, p, _, _ in seen]
     assert progress == sorted(progress) and len(set(progress)) == len(progress) and progress[-1] <= 3
     times = [t for t, _, _, _ in seen]
-    assert all(b - a >= 0.9 for a, b in zip(times, times[1:])), f"more than one notification a second: {times}"
+    assert all(b - a >= 0.9 for a, b in zip(times, times[1:], strict=False)), f"more than one notification a second: {times}"
 
 
 def test_status_with_wait_for_says_what_it_waits_for(bash_daemon):

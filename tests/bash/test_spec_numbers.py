@@ -9,9 +9,10 @@ import sys
 import time
 from pathlib import Path
 
+from hivebash_testkit import settings
+
 from common.mcp_client import call_tool
 from hivebash.engine import Engine
-from hivebash_testkit import settings
 
 DAEMON = str(Path(sys.executable).parent / "hive-bash-daemon")
 SPEC_CAP = 30

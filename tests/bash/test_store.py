@@ -7,7 +7,8 @@ import stat
 import pytest
 
 from hivebash import task as t
-from hivebash.store import TaskStore, read_tail, record_of
+from hivebash.records import record_of
+from hivebash.store import TaskStore, read_tail
 
 
 def make(task_id="a", seq=1):

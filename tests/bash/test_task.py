@@ -6,7 +6,7 @@ import signal
 import pytest
 
 from hivebash import task as t
-from hivebash.store import record_of
+from hivebash.records import record_of
 
 
 def make(state=t.PENDING):

@@ -4,10 +4,10 @@ nothing), results carry a stable first line of key=value facts, the tails verbat
 import os
 
 import pytest
+from hivebash_testkit import wait_until
 
 from common.tools import CallContext, ToolArgumentsError
 from hivebash.tools import build_registry
-from hivebash_testkit import wait_until
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ leader reaped, and the end recorded as `killed` with the reason (never "failed t
 import json
 
 from hivebash_testkit import marked_processes, wait_until
+
 from hivebash.runner import TaskRunner
 
 
@@ -12,7 +13,7 @@ def test_a_worker_that_fails_after_the_spawn_stops_the_task_and_says_why(engine,
     timeout_secs beyond poll()'s range, is driven for real in tests/robustness/test_hostile_local.py), so
     the supervision loop is made to raise to prove the net under whatever fails there next."""
 
-    def broken_wait(self, pidfd):
+    def broken_wait(self, *args):
         raise RuntimeError("injected fault")
 
     monkeypatch.setattr(TaskRunner, "_wait_leader", broken_wait)

@@ -9,14 +9,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import click  # noqa: E402
+import click
 
-from common.call_progress import paced_wait  # noqa: E402
-from common.config import ServerSettings, click_options, settings_from_options  # noqa: E402
-from common.mcp_http import McpApp  # noqa: E402
-from common.serve import serve_daemon  # noqa: E402
-from common.tools import Tool, ToolError, ToolRegistry, ToolResult  # noqa: E402
-from common.waiting import wait_for  # noqa: E402
+from common.call_progress import paced_wait
+from common.config import ServerSettings, click_options, settings_from_options
+from common.mcp_http import McpApp
+from common.serve import serve_daemon
+from common.tools import Tool, ToolError, ToolRegistry, ToolResult
+from common.waiting import wait_for
 
 ECHO_SCHEMA = {
     "type": "object",

@@ -10,7 +10,6 @@ from urllib.parse import urlsplit
 import anyio
 import pytest
 from mcp.client.client import Client
-
 from raw_mcp import META, MODERN, initialize, legacy, post
 
 

@@ -13,7 +13,7 @@ async def _session(url, mode):
         unknown_error = None
         try:
             await client.call_tool("no-such-tool", {})
-        except Exception as exc:  # the SDK raises MCPError for a JSON-RPC error
+        except Exception as exc:  # noqa: BLE001 - the SDK raises MCPError for a JSON-RPC error
             unknown_error = exc
         return client.protocol_version, tools, ok, bad, unknown_error
 

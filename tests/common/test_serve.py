@@ -6,9 +6,9 @@ import socket
 import sys
 
 import pytest
+from daemon_harness import ECHO_SERVER, start_daemon
 
 from common.mcp_client import McpClientError, call_tool
-from daemon_harness import ECHO_SERVER, start_daemon
 
 
 def test_sigterm_and_sigint_stop_cleanly_with_exit_0(tmp_path):

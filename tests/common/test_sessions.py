@@ -10,10 +10,10 @@ import threading
 
 import click
 import pytest
+from daemon_harness import ECHO_SERVER
 
 from common.config import ServerSettings
 from common.mcp_sessions import SessionTable
-from daemon_harness import ECHO_SERVER
 
 
 class FakeClock:

@@ -5,9 +5,7 @@ import json
 from urllib.parse import urlsplit
 
 import pytest
-
-from raw_mcp import META, MODERN, initialize, legacy, modern, post  # noqa: F401  (the helpers these tests share)
-
+from raw_mcp import META, MODERN, initialize, legacy, modern, post
 
 # -- 2026-07-28 --------------------------------------------------------------------------------------------------
 

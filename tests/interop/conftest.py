@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from daemon_harness import NODE22, NPM_BIN, REPO
 
 NODE_MODULES = REPO / ".cache" / "npm" / "node_modules"

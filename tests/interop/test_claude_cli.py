@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import pytest
-
 from daemon_harness import ECHO_SERVER
 
 pytestmark = pytest.mark.interop

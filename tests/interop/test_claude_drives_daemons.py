@@ -14,7 +14,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from daemon_harness import REPO, sink_todos, wait_until
 
 pytestmark = pytest.mark.interop
@@ -87,8 +86,8 @@ def test_agent_backgrounds_a_command_and_the_completion_arrives_as_a_todo(stack,
 def test_agent_starts_a_subagent_whose_answer_arrives_as_a_todo(stack, sink, tmp_path):
     recipe = tmp_path / "recipe.md"
     recipe.write_text("You are a careful helper. Answer in one line.\n")
-    text = stack('MOCK:tool=mcp__subagent__start {"name": "helper", "prompt_file": "%s", '
-                 '"trigger": "MOCK:reply=nested answer 42"}' % recipe)
+    text = stack(f'MOCK:tool=mcp__subagent__start {{"name": "helper", "prompt_file": "{recipe}", '
+                 '"trigger": "MOCK:reply=nested answer 42"}')
     assert "helper" in text and "running" in text, text
     todo = wait_todo(sink, "subagent", "helper", "completed", seconds=90)
     assert "nested answer 42" in todo["body"]

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-
 from daemon_harness import TODOS_CLI, DaemonProcess, start_daemon, wait_until
 from robust_kit import call_tool_raw, result_text, tool_result
 

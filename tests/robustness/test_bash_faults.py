@@ -11,11 +11,11 @@ import socket
 import subprocess
 
 import psutil
-
-from common.todos.outbox import JOURNAL_NAME, read_journal
 from daemon_harness import wait_until
 from daemons_kit import BASH_DAEMON, task_processes
 from robust_kit import META, build_request, host_of, result_text
+
+from common.todos.outbox import JOURNAL_NAME, read_journal
 
 
 def _marker(daemon, task_id: str) -> str:
@@ -28,7 +28,7 @@ def test_kill_9_with_running_and_pending_tasks_then_restart(bash_factory, sink_f
     sink = sink_factory()
     daemon = bash_factory("--max-running", "20")
     ids = [f"t{i:02d}" for i in range(40)]
-    for i, task_id in enumerate(ids):
+    for task_id in ids:
         daemon.call("run", cmd=f"echo out-{task_id}; echo err-{task_id} >&2; exec sleep 300", name=task_id, wait_seconds=0)
     wait_until(lambda: len(daemon.tasks("running")) == 20, 60, "20 tasks running")
     running = [t["id"] for t in daemon.tasks("running")]

@@ -13,7 +13,6 @@ import time
 
 import psutil
 import pytest
-
 from daemon_harness import wait_until
 from daemons_kit import task_processes
 
@@ -43,7 +42,7 @@ class Client(threading.Thread):
             while not self.stop.is_set():
                 self.step()
                 self.calls += 1
-        except BaseException as exc:  # reported by the test
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.failure = exc
 
     def step(self) -> None:

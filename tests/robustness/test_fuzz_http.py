@@ -10,9 +10,17 @@ import json
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-
-from robust_kit import (META, MODERN, assert_well_formed_answer, build_request, call_tool_raw, exchange, host_of, post_json,
-                        tool_result)
+from robust_kit import (
+    META,
+    MODERN,
+    assert_well_formed_answer,
+    build_request,
+    call_tool_raw,
+    exchange,
+    host_of,
+    post_json,
+    tool_result,
+)
 
 FUZZ = settings(max_examples=150, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])

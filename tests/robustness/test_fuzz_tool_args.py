@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
 
-from common.tools import ToolArgumentsError, ToolRegistry, validate_arguments  # noqa: E402
-from echo_server import ECHO_SCHEMA, TOOLS  # noqa: E402
+from echo_server import ECHO_SCHEMA, TOOLS
+
+from common.tools import ToolArgumentsError, ToolRegistry, validate_arguments
 
 FUZZ = settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 REGISTRY = ToolRegistry([t for t in TOOLS if t.name in ("echo", "refuse", "crash")])

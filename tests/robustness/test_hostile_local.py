@@ -15,7 +15,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-
 from daemon_harness import start_daemon, wait_until
 from daemons_kit import BASH_DAEMON, BIN, BashDaemon, task_processes
 from robust_kit import META, MODERN, RawResponse, build_request, host_of, post_json, result_text

@@ -10,7 +10,6 @@ import time
 from urllib.parse import urlsplit
 
 import pytest
-
 from daemon_harness import start_daemon, wait_until
 from daemons_kit import BASH_DAEMON, BIN
 from robust_kit import META, MODERN, call_tool_raw, host_of, tool_result

@@ -12,7 +12,6 @@ import socket
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from robust_kit import META, MODERN, TOKEN, build_request, call_tool_raw, exchange, host_of, modern_call, post_json
 
 FUZZ = settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -63,7 +62,7 @@ def test_healthz_is_guarded_too(robust_echo):
 
 
 def test_extra_allowed_host_is_exact(token_echo):
-    auth = {"Authorization": f"Bearer {TOKEN}".encode("utf-8")}
+    auth = {"Authorization": f"Bearer {TOKEN}".encode()}
     assert modern_call(token_echo.url, "tools/list", headers={"Host": "mcp.internal.example:7711", **auth}).status == 200
     for host in ("mcp.internal.example.evil", "evil.mcp.internal.example", "mcp.internal.example@evil"):
         assert modern_call(token_echo.url, "tools/list", headers={"Host": host, **auth}).status == 421, host
@@ -97,7 +96,7 @@ def test_the_daemons_own_origins_are_served(robust_echo, origin):
 
 
 def test_configured_origin_is_exact(token_echo):
-    auth = {"Authorization": f"Bearer {TOKEN}".encode("utf-8")}
+    auth = {"Authorization": f"Bearer {TOKEN}".encode()}
     assert modern_call(token_echo.url, "tools/list", headers={"Origin": "https://app.example", **auth}).status == 200
     assert modern_call(token_echo.url, "tools/list", headers={"Origin": "https://APP.example/", **auth}).status == 200
     for origin in ("http://app.example", "https://app.example.evil", "https://app.example:444", "https://evil.app.example"):

@@ -17,11 +17,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
-
 from daemon_harness import start_daemon, wait_until
 from daemons_kit import BIN, CALL_TIMEOUT
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 from robust_kit import META, assert_well_formed_answer, call_tool_raw, modern_call, result_text, tool_result
 
 FAKE_CLAUDE = Path(__file__).resolve().parents[1] / "subagent" / "fake_claude.py"

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from todo_recorder import TodoRecorder
 
 from common.config import SubagentSettings
 from hivesubagent.sessions import SessionStore
-from todo_recorder import TodoRecorder
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # mock_messages_api, fake_claude

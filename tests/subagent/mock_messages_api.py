@@ -197,7 +197,7 @@ class MockMessagesServer(ThreadingHTTPServer):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}"
 
-    def start(self) -> "MockMessagesServer":
+    def start(self) -> MockMessagesServer:
         self._thread = threading.Thread(target=self.serve_forever, name="mock-messages-api", daemon=True)
         self._thread.start()
         return self
@@ -358,7 +358,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-def claude_env(mock_url: str, scratch: "str | Any") -> dict[str, str]:
+def claude_env(mock_url: str, scratch: str | Any) -> dict[str, str]:
     """The environment the real CLI needs to run against the mock with no account (docs/design.md, "The claude CLI")."""
     import os
     from pathlib import Path

@@ -15,9 +15,9 @@ import anyio
 import psutil
 import pytest
 from click.testing import CliRunner
+from daemon_harness import sink_todos, wait_until
 from mcp.client.client import Client
 
-from daemon_harness import sink_todos, wait_until
 from hivesubagent import where
 from hivesubagent.cli import main as cli_main
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from daemon_harness import wait_until
+
 from hivesubagent.engine import SubagentError, TurnState, open_prompt_file
 from hivesubagent.sessions import SessionStore
 

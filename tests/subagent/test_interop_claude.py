@@ -13,9 +13,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from daemon_harness import wait_until
 
 from common.tools import ToolArgumentsError
-from daemon_harness import wait_until
 from hivesubagent.sessions import SessionStore
 from hivesubagent.tools import build_registry
 

@@ -10,12 +10,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from mock_messages_api import long_reply
 
 from common.tools import ToolArgumentsError
 from hivesubagent import index_file
 from hivesubagent.result_pages import PAGE_BYTES
 from hivesubagent.tools import build_registry
-from mock_messages_api import long_reply
 
 pytestmark = pytest.mark.interop
 

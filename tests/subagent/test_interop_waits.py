@@ -8,8 +8,8 @@ import json
 import threading
 
 import pytest
-
 from daemon_harness import wait_until
+
 from hivesubagent.tools import build_registry
 
 pytestmark = pytest.mark.interop

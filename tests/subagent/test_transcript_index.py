@@ -155,7 +155,7 @@ def test_archived_transcripts_are_forgotten_and_their_name_freed(store):
 
 
 def test_a_foreign_transcript_is_never_read_whole(store, monkeypatch):
-    path = write(store.project_dir / "agent.jsonl", *[l for i in range(1000) for l in turn(i, None)])
+    path = write(store.project_dir / "agent.jsonl", *[line for i in range(1000) for line in turn(i, None)])
     assert path.stat().st_size > 4 * (HEAD_BYTES + TAIL_BYTES)
     read = []
     real_pread = os.pread
@@ -177,7 +177,7 @@ def test_a_foreign_transcript_is_never_read_whole(store, monkeypatch):
 
 
 def test_the_name_is_decided_from_the_tail_or_else_the_head(store):
-    filler = [l for i in range(300) for l in turn(i, None)]
+    filler = [line for i in range(300) for line in turn(i, None)]
     head_named = write(store.project_dir / "h.jsonl", *turn(0, "from-head"), *filler)
     assert store.title(head_named) == "from-head"
     tail_named = write(store.project_dir / "t.jsonl", *turn(0, "old"), *filler, *turn(1, "new"))
@@ -218,7 +218,7 @@ def test_the_index_survives_a_restart_and_is_checked_before_use(store, tmp_path,
 
 
 def test_a_saved_entry_read_only_to_its_offset_is_read_on_from_there(store, tmp_path, monkeypatch):
-    path = write(store.project_dir / "s.jsonl", *[l for i in range(300) for l in turn(i)])
+    path = write(store.project_dir / "s.jsonl", *[line for i in range(300) for line in turn(i)])
     store.read(path)
     index_file.save(store.index, tmp_path / "index.json")
     write(path, *turn(300))

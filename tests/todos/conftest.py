@@ -11,13 +11,14 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
+from daemon_harness import TODOS_CLI
 
 from common.todos.delivery import TodoDelivery
-from daemon_harness import TODOS_CLI
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from daemon_harness import sink_todos
 
 from common.todos.delivery import TodoDelivery
 from common.todos.outbox import JOURNAL_NAME, read_journal
-from daemon_harness import sink_todos
 
 REPO = Path(__file__).resolve().parents[2]
 
