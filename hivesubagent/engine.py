@@ -28,9 +28,9 @@ from hivesubagent.index_file import IndexKeeper
 from hivesubagent.result_pages import OffsetError, page
 from hivesubagent.runner import TurnRunner, unarchive
 from hivesubagent.sessions import LiveSession, SessionStore, Transcript
+from hivesubagent.transcript_log import read_turns, render
 from hivesubagent.turn import Turn, TurnState
 from hivesubagent.turn_work import read_turn_work
-from hivesubagent.transcript_log import read_turns, render
 from hivesubagent.turns import TurnTable
 
 __all__ = ["SOURCE", "SubagentEngine", "SubagentError", "TurnState", "open_prompt_file"]
@@ -202,8 +202,7 @@ class SubagentEngine:
         turns = self.table.close()
         for turn in turns:
             with self.table.cond:
-                self.table.wait_locked(lambda: turn.state is not TurnState.STARTING,  # noqa: B023 - waited on here
-                                       STARTING_WAIT_SECONDS)
+                self.table.wait_locked(lambda: turn.state is not TurnState.STARTING, STARTING_WAIT_SECONDS)  # noqa: B023 - waited on here
             self.runner.stop(turn, force=False, reason="daemon shutdown")
         with self.table.cond:
             self.table.wait_locked(lambda: not self.table.running_locked(), self.settings.kill_grace)

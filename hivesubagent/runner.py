@@ -27,8 +27,8 @@ from hivesubagent import claude, proctree, views
 from hivesubagent.arguments import SubagentError
 from hivesubagent.stall import StallWatch
 from hivesubagent.transcript import read_transcript
-from hivesubagent.turn_work import read_turn_work
 from hivesubagent.turn import Turn, TurnState
+from hivesubagent.turn_work import read_turn_work
 from hivesubagent.turns import TurnTable
 
 log = logging.getLogger(__name__)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from common.config import SubagentSettings
 from common.todos import Todos
-
 from hivesubagent import views
 from hivesubagent.turn import Turn, TurnState
 from hivesubagent.turns import TurnTable

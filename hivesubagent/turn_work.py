@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from common.humanize import one_line
-
 from hivesubagent.transcript import is_prompt
 
 # The built-in tools that write a file, and the input field naming it.
