@@ -74,7 +74,7 @@ def check_send(text: object, keys: object, enter: object, eof: object, wait_seco
                wait_cap: float) -> SendRequest:
     """The bytes of one send, or a refusal naming the field and what to do."""
     if text is None and keys is None and not eof and enter is not True:
-        raise EngineError("send: nothing to send; give text (a line to type), keys (e.g. [\"ctrl-c\"]) or eof: true")
+        raise EngineError("text: nothing to send; give text (a line to type), keys (e.g. [\"ctrl-c\"]) or eof: true")
     if text is not None and not isinstance(text, str):
         raise EngineError("text: must be a string")
     for field, value in (("enter", enter), ("eof", eof)):

@@ -98,7 +98,8 @@ class Terminal:
                         return
                 except OSError:
                     pass
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline:  # no session took it (the task left it): never wait again
+                self._controlled = True
                 return
             time.sleep(pause)
             pause = min(pause * 2, 0.05)

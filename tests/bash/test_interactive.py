@@ -226,3 +226,12 @@ def test_a_sends_answer_comes_at_the_echo_not_at_the_window(tools):
     res = call(tools, "send", id="echo", text="ping-1", wait_for="ping-1", wait_seconds=20)
     assert res.data["wait_for"]["matched"] is not None and time.monotonic() - started < 15, res.text
     call(tools, "kill", id="echo", force=True)
+
+
+def test_a_timeout_ends_a_tty_task_as_any_other(tools):
+    res = call(tools, "run", cmd="python3 -i", stdin="tty", name="slow", timeout_secs=1, wait_seconds=0)
+    marker = marker_of(tools, "slow")
+    res = call(tools, "status", id="slow", wait_seconds=20)
+    assert res.data["status"] == "timed_out", res.text
+    assert wait_until(lambda: marked_processes(marker) == [], timeout=5)
+    assert "has ended (status=timed_out)" in refused(tools, "send", id="slow", text="1")

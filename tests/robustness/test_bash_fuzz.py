@@ -22,7 +22,7 @@ from robust_kit import assert_well_formed_answer, call_tool_raw, result_text
 
 FUZZ = settings(max_examples=120, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-FIELD = re.compile(r"\b(cmd|timeout_secs|wait_seconds|name|cwd|id|force|state|limit|arguments)\b")
+FIELD = re.compile(r"\b(cmd|timeout_secs|wait_seconds|name|cwd|id|force|state|limit|arguments|stdin|text|keys|enter|eof|wait_for)\b")
 NAME_OK = re.compile(r"[a-z0-9-]{1,63}\.(out|err|json)|\.[a-z0-9-]{1,63}(\.next)?\.json\.tmp")
 # The files of a spare (hivebash/spares.py): an 8-hex id with outputs and record temp files but no record. They
 # are made after an answer is sent, so they can appear between two listings of a test.
@@ -75,7 +75,14 @@ def mostly(valid, weird):
 
 run_args = mostly(st.fixed_dictionaries({"cmd": mostly(safe_cmds, cmds)}, optional={
     "timeout_secs": mostly(st.integers(1, 5), numbers), "wait_seconds": mostly(few([0, 0.01, 0.5, 5]), small_waits),
-    "name": mostly(valid_names, names), "cwd": mostly(few([".", "/", "state"]), cwds)}), run_args_weird)
+    "name": mostly(valid_names, names), "cwd": mostly(few([".", "/", "state"]), cwds),
+    "stdin": mostly(few(["null", "pipe", "tty"]), json_value)}), run_args_weird)
+send_args = mostly(st.fixed_dictionaries({"id": mostly(valid_names, names | json_value)}, optional={
+    "text": mostly(st.text(max_size=50), json_value), "keys": mostly(st.lists(few(["ctrl-c", "ctrl-d", "tab", "up"]),
+                                                                                 max_size=3), json_value),
+    "enter": st.booleans() | json_value, "eof": st.booleans() | json_value,
+    "wait_seconds": mostly(few([0, 0.01]), small_waits), "wait_for": mostly(few(["x", ">>> $"]), json_value)}),
+    st.fixed_dictionaries({}, optional={"id": names | json_value, "text": json_value, "keys": json_value}))
 status_args = mostly(st.fixed_dictionaries({"id": mostly(valid_names, names | json_value)}, optional={
     "wait_seconds": mostly(few([0, 0.01, 0.3]), small_waits)}), status_args_weird)
 kill_args = mostly(st.fixed_dictionaries({"id": mostly(valid_names, names | json_value)}, optional={
@@ -85,6 +92,7 @@ list_args = st.fixed_dictionaries({}, optional={
     "limit": mostly(st.integers(1, 1000), numbers)})
 calls = st.one_of(st.tuples(st.just("run"), run_args), st.tuples(st.just("run"), run_args),
                   st.tuples(st.just("status"), status_args), st.tuples(st.just("kill"), kill_args),
+                  st.tuples(st.just("send"), send_args),
                   st.tuples(st.just("list"), list_args),
                   st.tuples(st.sampled_from(["run", "status", "send", "kill", "list"]), json_value))
 
