@@ -90,11 +90,6 @@ class WaitSlots:
                 raise RuntimeError("WaitSlots.release without acquire")
             self._in_use -= 1
 
-    @property
-    def in_use(self) -> int:
-        with self._lock:
-            return self._in_use
-
 
 class Doorbell:
     """A wake-up that is safe to ring from a signal handler: one eventfd write, no lock.

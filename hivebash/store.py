@@ -20,9 +20,8 @@ from pathlib import Path
 
 from common.durability import ALWAYS, FLUSHED, Flusher
 from common.names import check_name
-from common.safe_files import NOFOLLOW, NotOurFile, check_own, create_fresh, open_own, read_own
+from common.safe_files import NOFOLLOW, create_fresh, open_own, read_own
 from common.state_dir import SHARED_DIR_MODE
-from common.terminal_text import readable
 
 from .task import Task
 
@@ -47,40 +46,6 @@ class Tail:
 
     def to_dict(self) -> dict:
         return {"path": self.path, "tail": self.text, "size": self.size, "shown_bytes": self.shown, "elided_bytes": self.elided}
-
-
-def _utf8_start(data: bytes) -> int:
-    """Index of the first byte that can start a character: skip at most 3 continuation bytes (10xxxxxx)."""
-    i = 0
-    while i < min(3, len(data)) and (data[i] & 0xC0) == 0x80:
-        i += 1
-    return i
-
-
-def read_tail(path: Path, limit: int) -> Tail:
-    """The last `limit` bytes of `path` (fewer when cut at a character boundary). A missing file is empty.
-
-    Plain descriptor calls: Python's buffered `open()` adds an ioctl, two lseeks and an fstat to every read,
-    and each syscall of a request thread waits for the GIL again under load."""
-    try:
-        # No link followed, no FIFO waited on: a planted file must not put its text in front of the model.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | NOFOLLOW)
-    except FileNotFoundError:
-        return Tail(str(path), "", 0, 0, 0)
-    except OSError as exc:
-        return Tail(str(path), f"[not shown: {path} cannot be read: {exc.strerror}]", 0, 0, 0)
-    try:
-        size = check_own(fd, str(path)).st_size
-        start = max(0, size - limit)
-        data = os.pread(fd, limit, start) if size else b""
-    except NotOurFile as exc:
-        return Tail(str(path), f"[not shown: {path} {exc.strerror}]", 0, 0, 0)
-    finally:
-        os.close(fd)
-    size = max(size, start + len(data))  # the file may have grown between fstat and read
-    if start > 0:
-        data = data[_utf8_start(data):]
-    return Tail(str(path), readable(data), size, len(data), size - len(data))
 
 
 def unlink_missing_ok(path: str) -> None:
@@ -306,9 +271,6 @@ class TaskStore:
         self._written.pop(task_id, None)
         for kind in ("json", "out", "err"):
             self.path(task_id, kind).unlink(missing_ok=True)
-
-    def tail(self, task_id: str, kind: str, limit: int) -> Tail:
-        return read_tail(self.path(task_id, kind), limit)
 
     def empty_tail(self, task_id: str, kind: str) -> Tail:
         """The tail of an output file known to be empty (a task not started yet), without reading it."""

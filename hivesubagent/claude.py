@@ -215,11 +215,11 @@ def _tool_results(event: dict) -> str | None:
     return None
 
 
-# The outcome of one turn. "interrupted" includes a turn that exited without a result (SIGINT mid-turn with
-# stream-json may write none; SIGINT in the first second or a crash never does). "budget_exceeded" and
-# "max_turns": claude stopped itself at --max-budget-usd or --max-turns (result subtypes error_max_budget_usd,
-# error_max_turns, see classify). "timed_out": the daemon stopped it at its time limit (the runner decides).
-OUTCOMES = ("completed", "error", "interrupted", "killed", "budget_exceeded", "max_turns", "timed_out")
+# The outcome of one turn (Outcome.kind): completed, error, interrupted, killed, budget_exceeded, max_turns or
+# timed_out. "interrupted" includes a turn that exited without a result (SIGINT mid-turn with stream-json may
+# write none; SIGINT in the first second or a crash never does). "budget_exceeded" and "max_turns": claude
+# stopped itself at --max-budget-usd or --max-turns (result subtypes error_max_budget_usd, error_max_turns, see
+# classify). "timed_out": the daemon stopped it at its time limit (the runner decides).
 BUDGET_SUBTYPE = "error_max_budget_usd"
 MAX_TURNS_SUBTYPE = "error_max_turns"
 

@@ -20,9 +20,9 @@ from typing import Any
 
 INTERRUPT_MARK = "[Request interrupted"
 
-# The last turn's outcome as a transcript shows it. "no_result" is a prompt with no answer after it: the turn
-# is still running, or its process died without writing one (SIGKILL, a crash): counted as interrupted.
-OUTCOMES = ("completed", "error", "interrupted", "no_result")
+# The last turn's outcome as a transcript shows it (LastTurn.outcome): completed, error, interrupted or
+# no_result, a prompt with no answer after it: the turn is still running, or its process died without writing
+# one (SIGKILL, a crash): counted as interrupted.
 
 
 def timestamp_of(value: Any) -> float | None:

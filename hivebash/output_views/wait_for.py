@@ -45,7 +45,6 @@ class Watch:
             return Line(self.source.stream, number, shown_text(raw))
         finally:
             os.close(fd)
-        return None
 
     def _last_line_end(self, fd: int, size: int) -> int:
         """Offset just past the last newline before `size` (at or after self.offset)."""

@@ -206,3 +206,39 @@ def test_line_numbers_stay_exact_with_the_line_index(tmp_path, monkeypatch):
         f.write(b"\n" * 4)
     assert "stdout:19994: row 19990" in grep(src, "^row 19990$").text  # four more lines before it
     assert "15000: row 14996" in window(src, 15000, 1).text
+
+
+# ----- the tail (output_views.tail_view), on the files a task can leave --------------------------------------
+
+
+def test_tail_of_a_huge_sparse_file_reads_only_the_end(tmp_path):
+    path = tmp_path / "big.out"
+    with open(path, "wb") as f:
+        f.truncate(8 * 1024**3)  # 8 GiB, sparse: costs nothing on disk
+        f.seek(0, 2)
+        f.write(b"the end\n")
+    shown = tail([Source("stdout", str(path))], budget=4096).data["streams"]["stdout"]
+    assert shown["text"].endswith("the end\n") and len(shown["text"]) <= 4096
+    assert shown["size"] == 8 * 1024**3 + 8 and shown["elided_bytes"] > 8 * 1024**3 - 4096
+
+
+def test_tail_cuts_at_a_character_boundary(tmp_path):
+    path = tmp_path / "u.out"
+    path.write_bytes(("é" * 3000).encode())  # 2 bytes each: a cut in the middle of one is one byte off
+    shown = tail([Source("stdout", str(path))], budget=4096).data["streams"]["stdout"]
+    assert shown["text"] and set(shown["text"]) == {"é"}, shown["text"][:20]
+    assert len(shown["text"].encode()) + shown["elided_bytes"] == 6000
+
+
+def test_tail_of_binary_output_is_safe_clean_text(tmp_path):
+    path = tmp_path / "b.out"
+    path.write_bytes(b"ok\n\x00\x01\xff\xfe\x1b[31mred\tx\r\n 5%\r100%\n")
+    text = tail([Source("stdout", str(path))]).data["streams"]["stdout"]["text"]
+    assert text == "ok\n\\x00\\x01\\xff\\xfered\tx\n100%\n"  # escapes gone, the last \r frame kept
+    assert path.read_bytes().count(b"\x1b") == 1  # the file keeps the raw bytes
+
+
+def test_tail_of_a_missing_output_file_is_empty(tmp_path):
+    view = tail([Source("stdout", str(tmp_path / "nope"))])
+    shown = view.data["streams"]["stdout"]
+    assert (shown["text"], shown["size"], shown["elided_bytes"]) == ("", 0, 0) and "empty" in view.text

@@ -8,7 +8,7 @@ import pytest
 
 from hivebash import task as t
 from hivebash.records import record_of
-from hivebash.store import TaskStore, read_tail
+from hivebash.store import TaskStore
 
 
 def make(task_id="a", seq=1):
@@ -60,35 +60,3 @@ def test_prepare_replaces_old_files_and_old_writers_keep_their_own_file(tmp_path
         os.close(fd)
     assert store.path("a", "out").read_bytes() == b"new run\n"
     assert store.path("a", "err").read_bytes() == b""
-
-
-def test_tail_of_huge_sparse_file_reads_only_the_end(tmp_path):
-    path = tmp_path / "big.out"
-    with open(path, "wb") as f:
-        f.truncate(8 * 1024**3)  # 8 GiB, sparse: costs nothing on disk
-        f.seek(0, 2)
-        f.write(b"the end\n")
-    tail = read_tail(path, 4096)
-    assert tail.text.endswith("the end\n")
-    assert tail.size == 8 * 1024**3 + 8 and tail.shown == 4096 and tail.elided == tail.size - 4096
-
-
-def test_tail_cuts_at_a_character_boundary(tmp_path):
-    path = tmp_path / "u.out"
-    path.write_bytes(("é" * 3000).encode())  # 2 bytes each
-    tail = read_tail(path, 4095)
-    assert tail.text == "é" * 2047 and tail.shown == 4094 and tail.elided == 6000 - 4094
-
-
-def test_tail_of_binary_output_is_safe_clean_text(tmp_path):
-    path = tmp_path / "b.out"
-    path.write_bytes(b"ok\n\x00\x01\xff\xfe\x1b[31mred\tx\r\n 5%\r100%\n")
-    text = read_tail(path, 4096).text
-    assert text == "ok\n\\x00\\x01\\xff\\xfered\tx\n100%\n"  # escapes gone, the last \r frame kept
-    assert path.read_bytes().count(b"\x1b") == 1  # the file keeps the raw bytes
-    json.dumps(text)  # representable
-
-
-def test_missing_output_is_empty(tmp_path):
-    tail = read_tail(tmp_path / "nope", 10)
-    assert (tail.text, tail.size, tail.elided) == ("", 0, 0)
