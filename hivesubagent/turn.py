@@ -5,7 +5,7 @@
     stopping -> ended
 
 Nothing here does I/O or takes a lock: the engine changes a turn's state only through its one guarded
-transition (`SubagentEngine._transition_locked`), under its condition.
+transition (`TurnTable.transition_locked`), under its condition.
 """
 
 from __future__ import annotations

@@ -191,7 +191,8 @@ class TodoDelivery:
             log.exception("%s todo %s for %s could not be queued", self.source, message["op"], key)
             return False
         if self.socket_path is None:
-            # DEBUG, not INFO: the bash daemon makes two todos a task, and a log line each costs throughput
+            # DEBUG, not INFO: the bash daemon makes a todo or two a task (a long one's "running", then its
+            # end), and a log line each costs throughput
             # (docs/performance.md) and buries everything else. That todos wait in the outbox is said once at
             # start-up; `hive-todos outbox` lists them.
             log.debug("todo (no harness socket) %s %s/%s %s", message["op"], self.source, key, message.get("summary", ""))

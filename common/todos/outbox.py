@@ -9,7 +9,8 @@ kernel's page cache (and survives a kill -9 of the daemon) the moment `save`/`dr
 A journal rather than a file per key: every rename over an existing file, and every unlink after a delivery,
 frees an inode, and on ext4 without a journal each later file creation scans past every inode freed in the
 last minute (ext4's recently_deleted(); docs/design.md, "Facts the code relies on"). The bash daemon writes
-two todos a task, so a file per key would slow task creation down under load; one line is also one syscall.
+a todo or two a task (a long one's "running", then its end), so a file per key would slow task creation down
+under load; one line is also one syscall.
 
 The journal is rewritten with only the pending entries (temp file, rename) when it has grown to
 COMPACT_MIN_LINES and four times the entries still pending, at start-up, and after a failed write (a partial
