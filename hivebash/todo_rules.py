@@ -51,7 +51,8 @@ class TodoRules:
         what = "queued" if queued else "running"
         out, err = self.store.file(task.id, "out"), self.store.file(task.id, "err")
         body = (f"bash task {task.id} is {what}: {one_line(task.cmd, 200)}\n"
-                f"Output so far: Read({out}) and Read({err}). Check it with status(id=\"{task.id}\"); "
+                f"Output so far: Read({out})" + ("" if task.stdin == "tty" else f" and Read({err})") +
+                f". Check it with status(id=\"{task.id}\"); "
                 "its completion will replace this todo.")
         entry.todo_open = True
         self._queue("upsert", task.id, f"bash {task.id} {what}: {one_line(task.cmd, 60)}", body,
@@ -74,7 +75,8 @@ class TodoRules:
         body = (f"bash task {task.id} finished: {' '.join(facts)}\n"
                 f"command: {one_line(task.cmd, 200)}\n" + (f"note: {r.note}\n" if r and r.note else "") +
                 _leftovers_line(entry) +
-                f"stdout: Read({out})\nstderr: Read({err})\n"
+                (f"output (a terminal: stderr included): Read({out})\n" if task.stdin == "tty" else
+                 f"stdout: Read({out})\nstderr: Read({err})\n") +
                 f"status(id=\"{task.id}\") shows the tails and clears this todo.")
         entry.todo_open = True
         self._queue("upsert", task.id, f"bash {task.id} {' '.join(facts)}: {one_line(task.cmd, 60)}", body,

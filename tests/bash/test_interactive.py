@@ -235,3 +235,11 @@ def test_a_timeout_ends_a_tty_task_as_any_other(tools):
     assert res.data["status"] == "timed_out", res.text
     assert wait_until(lambda: marked_processes(marker) == [], timeout=5)
     assert "has ended (status=timed_out)" in refused(tools, "send", id="slow", text="1")
+
+
+def test_a_tty_tasks_todo_points_at_its_one_output_file(tools, todos):
+    call(tools, "run", cmd="echo on-the-terminal; sleep 0.3", stdin="tty", name="told", wait_seconds=0)
+    running, ended = (u["body"] for u in todos.wait_upserts("told", 2)[:2])
+    assert "told.out" in running and "told.err" not in running, running
+    body = ended
+    assert "output (a terminal: stderr included): Read(" in body and "told.out" in body and "told.err" not in body, body
