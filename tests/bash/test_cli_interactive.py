@@ -105,3 +105,18 @@ def test_help_teaches_send_and_attach():
     assert code == 0 and "--key" in out and "--eof" in out and "--no-enter" in out and "hive-bash send py" in out
     result = CliRunner().invoke(main, ["attach", "--help"])
     assert result.exit_code == 0 and "ctrl-]" in result.output
+
+
+def test_a_daemon_that_leads_its_session_never_takes_a_tasks_terminal(daemon_factory, tmp_path):
+    """systemd starts a service as a session leader with no terminal: opening a tty task's pseudo-terminal must
+    not make it the daemon's (the daemon opens both ends O_NOCTTY), or the task could not take it."""
+    leader = daemon_factory(["setsid", DAEMON, "--state-dir", str(tmp_path / "state")])  # setsid(1) execs in place
+    pid = leader.proc.pid
+    assert os.getsid(pid) == pid
+    hb(leader, "run", "--stdin", "tty", "--name", "py", "python3 -i -q")
+    code, out = hb(leader, "send", "py", "os_ok = 1 + 1; print(os_ok)", "--wait-for", ">>> $", "--wait", "20")
+    assert code == 0 and "\n2\n" in out, out
+    with open(f"/proc/{pid}/stat") as f:
+        tty_nr = int(f.read().rsplit(")", 1)[1].split()[4])
+    assert tty_nr == 0, "the daemon took a task's terminal as its own"
+    hb(leader, "kill", "--force", "py")
