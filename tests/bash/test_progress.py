@@ -144,3 +144,34 @@ def test_a_waiting_send_streams_what_the_task_prints(bash_daemon):
     assert result.is_error is False and "stdin=pipe" in result.content[0].text
     assert any(re.search(r'last: "step \d of 6"', m) for _, _, _, m in seen), seen
     anyio.run(_call, d.url, "2026-07-28", "kill", {"id": "fed", "force": True}, False)
+
+
+def test_a_reader_that_never_reads_costs_the_slot_for_the_window_only(bash_daemon):
+    """A client that sends a streamed call and then reads nothing: the wait still ends with its window (2 s)
+    and gives its slot back, though none of the stream was read (the events wait in the socket's buffers)."""
+    import json
+    import socket
+    from urllib.parse import urlsplit
+
+    d = bash_daemon("--max-inline-waits", "1")
+    parts = urlsplit(d.url)
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "run", "arguments": {"cmd": TICKING, "wait_seconds": 2},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
+                  "progressToken": "slow"}}}).encode()
+    slow = socket.create_connection((parts.hostname, parts.port))
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    slow.sendall((f"POST /mcp HTTP/1.1\r\nHost: {parts.hostname}\r\nContent-Type: application/json\r\n"
+                  "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
+                  f"Mcp-Method: tools/call\r\nMcp-Name: run\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body)
+    sent = time.monotonic()
+    try:
+        deadline = sent + 6
+        while True:  # the slot is the slow call's until its window (2 s) ends; then a wait gets it
+            _, listing = anyio.run(_call, d.url, "2026-07-28", "run", {"cmd": "sleep 0.3", "wait_seconds": 5}, False)
+            if "busy" not in listing.content[0].text:
+                break
+            assert time.monotonic() < deadline, "the unread stream kept its wait slot past its window"
+        assert "status=done" in listing.content[0].text, listing.content[0].text
+    finally:
+        slow.close()
