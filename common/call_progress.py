@@ -114,16 +114,27 @@ class ProgressReporter:
             self.cancel.fire()  # the stream is gone: so is whoever would read the answer
 
 
+class Reporter(Protocol):
+    """What a wait reports through: a ProgressReporter, or NO_PROGRESS (`wanted` False: nothing to pace)."""
+
+    @property
+    def wanted(self) -> bool: ...
+
+    def report(self, progress: float, total: float | None, message: str) -> None: ...
+
+
 class _NoProgress:
     """The reporter of a call that asked for no progress (or cannot receive it)."""
 
-    wanted = False
+    @property
+    def wanted(self) -> bool:
+        return False
 
     def report(self, progress: float, total: float | None, message: str) -> None:
         return None
 
 
-NO_PROGRESS: Any = _NoProgress()
+NO_PROGRESS: Reporter = _NoProgress()
 
 
 @dataclass
@@ -154,7 +165,7 @@ class Pacer:
         return max(0.0, min(self.poll, self.heartbeat - since))
 
 
-def paced_wait(cond: threading.Condition, done: Callable[[], bool], seconds: float, progress: ProgressReporter,
+def paced_wait(cond: threading.Condition, done: Callable[[], bool], seconds: float, progress: Reporter,
                cancel: Cancellation,
                news: Callable[[], object], message: Callable[[float], str], clock: Callable[[], float] = time.monotonic) -> bool:
     """Wait (not holding `cond`) until `done()` (checked under `cond`), a cancel, or `seconds`; meanwhile report

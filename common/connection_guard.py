@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
-from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 
 from common.config import ServerSettings
@@ -103,7 +102,7 @@ class ConnectionPolicy:
                                                 "(its operator can allow it with --allow-uid)")
 
 
-class GuardedChannel(StreamingChannel, HTTPChannel):
+class GuardedChannel(StreamingChannel):
     """waitress's HTTP channel with the caller check at creation, a deadline on each request's arrival and on
     a new connection's first request, and room made for it near the connection limit (and, from
     StreamingChannel, the hooks of a streamed answer)."""

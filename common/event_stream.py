@@ -18,13 +18,15 @@ from typing import Any
 from wsgiref.types import StartResponse, WSGIEnvironment
 
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
+from waitress.channel import ClientDisconnected
 
-from common.call_progress import NO_PROGRESS, Cancellation, ProgressReporter
+from common.call_progress import NO_PROGRESS, Cancellation, ProgressReporter, Reporter
 
 log = logging.getLogger(__name__)
 
 FLUSH_KEY = "hive.flush"  # environ: push what the app wrote onto the socket now (common/stream_channel.py)
 HANGUP_KEY = "hive.on_hangup"  # environ: register the function to call when the client hangs up
+MAX_TOKEN_CHARS = 256  # a longer string progressToken is answered as a call without one
 SSE_HEADERS = (
     ("Content-Type", "text/event-stream"),
     ("Cache-Control", "no-cache, no-transform"),
@@ -79,7 +81,7 @@ class EventStream:
                 log.debug("answering %s as an event stream (the client asked for progress)", message.get("method"))
             self._write(sse_event(message))
             self._flush()
-        except Exception as exc:  # noqa: BLE001 - waitress's ClientDisconnected, a socket error: the reader is gone
+        except (ClientDisconnected, OSError) as exc:  # the reader is gone
             log.debug("progress stream closed by the client: %s", exc)
             self.gone = True
             return False
@@ -100,8 +102,10 @@ class StreamedCall:
         self.cancel = Cancellation()
         self._channel_gone: Callable[[], bool] = environ.get("waitress.client_disconnected") or (lambda: False)
         token = progress_token_from_params(params) if isinstance(params, dict) else None
+        if isinstance(token, str) and len(token) > MAX_TOKEN_CHARS:
+            token = None  # echoed in every notification: a huge one would make each event as large
         self.stream: EventStream | None = None
-        self.progress: ProgressReporter = NO_PROGRESS
+        self.progress: Reporter = NO_PROGRESS
         if token is not None and accepts_event_stream(accept):
             self.stream = EventStream(environ, start_response)
             self.progress = ProgressReporter(token, version, self.stream, self.cancel)

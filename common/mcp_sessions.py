@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.call_progress import Cancellation
+
 
 @dataclass
 class Session:
@@ -21,7 +23,7 @@ class Session:
     protocol_version: str
     last_used: float
     # The session's tools/calls in flight, by request id, for `notifications/cancelled` (guarded by the table's lock).
-    calls: dict[str | int, Any] = field(default_factory=dict)
+    calls: dict[str | int, Cancellation] = field(default_factory=dict)
 
 
 class SessionTable:

@@ -38,7 +38,7 @@ class StreamingTask(WSGITask):
 
 
 class StreamingChannel(HTTPChannel):
-    """Mixed into the HTTP channel class (common/connection_guard.GuardedChannel)."""
+    """waitress's HTTP channel with the two hooks (common/connection_guard.GuardedChannel builds on it)."""
 
     task_class = StreamingTask
     _hangup: Callable[[], None] | None = None

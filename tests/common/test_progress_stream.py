@@ -226,3 +226,27 @@ def test_a_client_that_hangs_up_mid_stream_ends_the_wait(echo_daemon):
     sock.close()
     ended = _holds(echo_daemon.url, before + 1)[before]
     assert ended["cancelled"] and ended["held_s"] < 5, ended
+
+
+def test_a_cancel_from_another_session_does_not_touch_the_call(echo_daemon):
+    """notifications/cancelled names a request id of its own session: another client cannot end this wait."""
+    mine, theirs = initialize(echo_daemon.url)[0], initialize(echo_daemon.url)[0]
+    before = len(_holds(echo_daemon.url))
+    body = {"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {"name": "hold", "arguments": {"seconds": 1.5}}}
+    parts = urlsplit(echo_daemon.url)
+    data = json.dumps(body).encode()
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+        sock.sendall((f"POST /mcp HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\nContent-Type: application/json\r\n"
+                      f"Accept: {BOTH}\r\nMcp-Session-Id: {mine}\r\nMCP-Protocol-Version: 2025-11-25\r\n"
+                      f"Content-Length: {len(data)}\r\n\r\n").encode() + data)
+        time.sleep(0.3)  # the call reaches its wait
+        legacy(echo_daemon.url, theirs, "notifications/cancelled", {"requestId": 77})
+        ended = _holds(echo_daemon.url, before + 1)[before]
+    assert not ended["cancelled"] and ended["held_s"] >= 1.4, ended
+
+
+def test_a_huge_progress_token_is_answered_without_a_stream(echo_daemon):
+    """The token is echoed in every notification: one over 256 characters gets the plain answer."""
+    body, headers = _modern_call("tick", {"count": 2}, {"progressToken": "t" * 300})
+    head, _, payload = _raw_exchange(echo_daemon.url, body, {**headers, "Accept": BOTH}).partition(b"\r\n\r\n")
+    assert b"application/json" in head and json.loads(payload)["result"]["content"][0]["text"] == "ticked=2"
