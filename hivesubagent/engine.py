@@ -20,6 +20,7 @@ from typing import Any
 
 from common.call_progress import NO_PROGRESS, Cancellation
 from common.config import SubagentSettings
+from common.notices import Notices
 from common.todos import Todos
 from common.waiting import WaitSlots, cap_wait
 from hivesubagent import claude, views, waits
@@ -57,7 +58,8 @@ class SubagentEngine:
         self.index_keeper = IndexKeeper(self.sessions, Path(settings.state_dir))
         if not self.index_keeper.start():
             log.info("transcripts still being indexed in the background (a first start on a large folder)")
-        self.table = TurnTable(settings.max_running)
+        self.notices = Notices.for_socket(settings.agent_socket)  # else no todo reaches the agent: no text promises one
+        self.table = TurnTable(settings.max_running, self.notices)
         self.runner = TurnRunner(self.table, settings, todos, self.workdir, self.env,
                                  Path(settings.state_dir).absolute() / "subagent")
         self._slots = WaitSlots(max(1, settings.max_inline_waits))
@@ -263,7 +265,8 @@ class SubagentEngine:
         view = self.running_view(name)
         if view is not None:
             if result_offset is not None:
-                raise SubagentError(f"result_offset: {name!r} is running turn {view['turn']}; its result can be read once it ends (its todo says so)")
+                raise SubagentError(f"result_offset: {name!r} is running turn {view['turn']}; its result can be read once it "
+                                    f"ends: status(name={name!r}, wait_seconds=30) waits for that")
             return view
         found = self.sessions.find(name)
         if found is None:

@@ -186,13 +186,16 @@ class TurnRunner:
 
     @staticmethod
     def _cost(turn: Turn, outcome: claude.Outcome) -> tuple[float | None, float | None]:
-        """This turn's cost and the session's total: claude's cumulative total after it minus the one before
-        (read from the transcript when there was no result line)."""
+        """This turn's cost and the session's total: claude's cumulative total after it minus the one before.
+        Without a result line the transcript's total counts only if it moved: a turn interrupted before claude
+        recorded its spending left the earlier total there, and its own cost is unknown (never 0)."""
         total = outcome.cost_usd
         if total is None:
             try:
                 total = read_transcript(turn.transcript).cost_usd
             except OSError:
+                total = None
+            if total is not None and total <= (turn.cost_before or 0.0):
                 total = None
         if total is None:
             return None, None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from common.notices import NO_SOCKET, Notices
 from common.tools import ToolResult
 from hivesubagent.result_pages import read_on
 
@@ -17,7 +18,7 @@ def kv(**facts: Any) -> str:
     out = []
     for key, value in facts.items():
         if value is None:
-            value = "none"
+            value = "unknown"  # a figure nobody reported (a cost without a result line): never shown as 0 or none
         elif isinstance(value, bool):
             value = "true" if value else "false"
         elif isinstance(value, float):
@@ -34,6 +35,10 @@ def _known(**facts: Any) -> dict[str, Any]:
     return {k: v for k, v in facts.items() if v is not None}
 
 
+def _or_none(offset: int | None) -> int | str:
+    return "none" if offset is None else offset
+
+
 def work_lines(work: dict[str, Any] | None) -> list[str]:
     """What a turn did, in two lines: the files it wrote or edited, the commands it ran (the last three)."""
     if work is None:
@@ -48,10 +53,11 @@ def work_lines(work: dict[str, Any] | None) -> list[str]:
     return [f"files changed: {files}", f"commands run: {commands}"]
 
 
-def _bounds(view: dict[str, Any]) -> dict[str, Any]:
-    """The turn's caps that are set, as facts (a cap that is not set is not shown)."""
-    return _known(max_budget_usd=view.get("max_budget_usd"), max_turns=view.get("max_turns"),
-                  timeout_minutes=_minutes(view.get("timeout_minutes")))
+def _bounds(view: dict[str, Any], known_only: bool = True) -> dict[str, Any]:
+    """The turn's caps as facts: those that are set, or (`known_only=False`) all three, None for no cap."""
+    caps = {"max_budget_usd": view.get("max_budget_usd"), "max_turns": view.get("max_turns"),
+            "timeout_minutes": _minutes(view.get("timeout_minutes"))}
+    return _known(**caps) if known_only else caps
 
 
 def _minutes(value: float | None) -> str | None:
@@ -65,7 +71,7 @@ def _result_lines(name: str, text: str, total: int, next_offset: int | None, lab
     return [head, text] + ([read_on(name, next_offset, total)] if next_offset is not None else [])
 
 
-def turn_result(view: dict[str, Any], verb: str) -> ToolResult:
+def turn_result(view: dict[str, Any], verb: str, notices: Notices) -> ToolResult:
     """A start/continue/interrupt answer: running (with how to follow it) or, if it already ended, its outcome."""
     name = view["name"]
     if "outcome" in view:
@@ -80,19 +86,20 @@ def turn_result(view: dict[str, Any], verb: str) -> ToolResult:
         lines.append(f"transcript: {view['transcript']}")
         failed = verb != "interrupted" and o["outcome"] in ("error",)
         return ToolResult(text="\n".join(lines), data=view, is_error=failed)
+    caps = {k: "none" if v is None else v for k, v in _bounds(view, known_only=False).items()}
     first = kv(state=view["state"], name=name, session_id=view["session_id"], turn=view["turn"], pid=view["pid"],
-               **_known(model=view.get("model")), **_bounds(view))
+               **_known(model=view.get("model")), **caps)
     lines = [first]
+    wait = f'status(name="{name}", wait_seconds=30)'
     if verb == "interrupted":
         lines.append(f"signals sent: {', '.join(f'{k} ({v})' for k, v in view['signals'].items())}; the turn has not ended yet.")
-        lines.append(f'Its outcome arrives as a todo; status(name="{name}") shows it meanwhile.')
+        lines.append(notices.say(f"Its outcome arrives as a todo; {wait} waits for it.", f"{wait} waits for its outcome."))
     else:
         if view.get("archived"):
             lines.append("archived the earlier session(s) of this name: " + ", ".join(view["archived"]))
-        lines.append(
-            f"{verb} in the background. When the turn ends you get a todo with its outcome. "
-            f'status(name="{name}") shows its progress; interrupt(name="{name}") stops it.'
-        )
+        ending = notices.say("When the turn ends you get a todo with its outcome", f"No notice comes when it ends ({NO_SOCKET})")
+        lines.append(f"{verb} in the background. {ending}; {wait} waits for the end, status(name=\"{name}\") shows "
+                     f'its progress, interrupt(name="{name}") stops it.')
     lines.append(f"transcript: {view['transcript']}")
     return ToolResult(text="\n".join(lines), data=view)
 
@@ -139,7 +146,7 @@ def render_session(view: dict[str, Any]) -> str:
     result_page = view.get("result_page")
     if result_page is not None:
         lines.append(kv(result_offset=result_page["offset"], chars=result_page["chars"], total_chars=result_page["total_chars"],
-                        next_offset=result_page["next_offset"]))
+                        next_offset=_or_none(result_page["next_offset"])))
         lines.append(result_page["text"])
         lines.append(read_on(name, result_page["next_offset"], result_page["total_chars"]) or "(end of the result)")
     else:
@@ -154,8 +161,10 @@ def _session_line(s: dict[str, Any]) -> str:
         return kv(name=s["name"], state=s["state"], session_id=s["session_id"], turn=s["turn"], elapsed_s=s["elapsed_s"],
                   steps=p["steps"], tool_calls=p["tool_calls"], idle_s=p["idle_s"], **_known(stalled=s.get("stall") and True))
     last = s.get("last_turn") or {}
+    work = last.get("work") or {}
     return kv(name=s["name"], state=s["state"], session_id=s["session_id"], turns=s["turns"], **_known(pid=s.get("pid")),
-              last_outcome=last.get("outcome"), total_cost_usd=s["total_cost_usd"], updated_at=s["updated_at"])
+              last_outcome=last.get("outcome"), total_cost_usd=s["total_cost_usd"], updated_at=s["updated_at"],
+              **_known(files_changed=work.get("files_changed"), commands_run=work.get("commands_run")))
 
 
 def _wait_facts(wait: dict[str, Any]) -> dict[str, Any]:
@@ -194,7 +203,8 @@ def render_many(data: dict[str, Any]) -> str:
                wait="all" if wait["all"] else "first", **_wait_facts(wait))
     lines = [first] + [_session_line(s) for s in sessions]
     if wait["ended"]:
-        lines.append("ended during the wait: " + ", ".join(wait["ended"]) + '; status(name="...") shows one\'s outcome and result')
+        shows = ", ".join(f'status(name="{n}")' for n in wait["ended"])
+        lines.append(f"ended during the wait: {', '.join(wait['ended'])}; {shows} shows the outcome and result")
     if running:
         listed = ", ".join(json.dumps(n) for n in running)
         again = f"status(names=[{listed}], wait_seconds=30{', all=true' if wait['all'] else ''})"
@@ -231,7 +241,7 @@ def render_steps(data: dict[str, Any]) -> str:
     """`status(name, steps=true)`: a page of the last turn's steps, then the call that reads on."""
     name, got = data["name"], data["steps_page"]
     first = kv(name=name, running=data["running"], turn=data["turn"], steps_offset=got["offset"], chars=got["chars"],
-               total_chars=got["total_chars"], next_offset=got["next_offset"])
+               total_chars=got["total_chars"], next_offset=_or_none(got["next_offset"]))
     if got["next_offset"] is None:
         end = "(end of the steps" + ("; the turn is still running: call again for more)" if data["running"] else ")")
     else:

@@ -66,8 +66,7 @@ START = dict(
     name="start",
     description=(
         "Start a fresh subagent session `name` in the background; returns once claude is confirmed running. "
-        "When its turn ends you get one todo (get_loose_ends) with the outcome, the start of its result and "
-        "its cost. `prompt_file`: absolute path of a file with its task instructions (appended to its system "
+        "{when_done} `prompt_file`: absolute path of a file with its task instructions (appended to its system "
         "prompt; they stay for every later turn). `trigger`: the first prompt. A finished session of the same "
         "name is archived first (*.jsonl.archived, never deleted). " + WHERE + " " + RESULT_HOWTO
     ),
@@ -100,7 +99,7 @@ CONTINUE = dict(
     description=(
         "Give an existing subagent session (claude's transcript on disk, found by name; also after a daemon "
         "restart) a new turn with `prompt`; its prompt_file instructions still apply. Returns once the turn "
-        "runs; its end arrives as a todo. Refused for an unknown name or one running now. "
+        "runs; {continue_done} Refused for an unknown name or one running now. "
         + WHERE + " " + RESULT_HOWTO
     ),
     input_schema=closed_object(
@@ -119,9 +118,10 @@ CONTINUE = dict(
 INTERRUPT = dict(
     name="interrupt",
     description=(
-        "Stop the running turn of subagent `name` (nothing is queued to cancel). force=false: SIGINT, SIGKILL "
-        "after the daemon's grace period; force=true: SIGKILL at once, its tool processes too. Answers with the "
-        "turn's outcome once ended. The session stays on disk: continue resumes it."
+        "Stop the running turn of subagent `name` (only a turn that runs now; nothing waits in a queue). "
+        "force=false: SIGINT, so claude stops its tools and ends the turn, SIGKILL if it has not ended {kill_grace} s "
+        "later; force=true: SIGKILL at once, its tool processes too. Waits for the end and answers with the "
+        "outcome, what the turn did and its cost. The session stays on disk: continue resumes it."
     ),
     input_schema=closed_object(
         {
@@ -178,15 +178,19 @@ def build_registry(engine: SubagentEngine) -> ToolRegistry:
                      "input_schema": _described(spec["input_schema"], facts)}
         return Tool(handler=lambda args, ctx: fn(engine, args, ctx), **described)
 
-    notices = Notices.for_socket(engine.settings.agent_socket) if engine is not None else Notices(True)
     return ToolRegistry([bind(START, _start), bind(CONTINUE, _continue), bind(INTERRUPT, _interrupt), bind(STATUS, _status)],
-                        instructions=instructions(notices))
+                        instructions=instructions(_notices(engine)))
+
+
+def _notices(engine: SubagentEngine | None) -> Notices:
+    return engine.notices if engine is not None else Notices(True)
 
 
 def instructions(notices: Notices) -> str:
     """What the model reads once about this server (MCP `instructions`)."""
-    arrival = notices.say("When a turn ends, its outcome arrives as a todo.",
-                          f"No notice arrives when a turn ends ({NO_SOCKET}): check with `status(name)`.")
+    arrival = notices.say("When a turn ends, its outcome arrives as a todo; `status(name, wait_seconds=30)` waits for it.",
+                          f"No notice arrives when a turn ends ({NO_SOCKET}): `status(name, wait_seconds=30)` waits for "
+                          "it (`names` and `all` for several).")
     return ("Each `start` runs a nested headless `claude -p` session in the background, known by its `name`; "
             "`continue` gives that session its next prompt and `interrupt` stops its turn. Read what a session said "
             "with `status` (`result_offset` pages through a long result), not by reading claude's transcript files. "
@@ -196,11 +200,18 @@ def instructions(notices: Notices) -> str:
 def description_facts(engine: SubagentEngine | None) -> dict[str, Any]:
     """The daemon's own figures the descriptions name: its working directory, cap and defaults. Without an
     engine (a schema-only registry, as the fuzz tests build), the knobs' names."""
+    notices = _notices(engine)
+    said = {"when_done": notices.say("When its turn ends you get one todo with the outcome, what it did, the start of its "
+                                     "result and its cost; status(name, wait_seconds=30) waits for the end.",
+                                     f"No notice comes when its turn ends ({NO_SOCKET}): status(name, wait_seconds=30) "
+                                     "waits for the end and answers with the outcome."),
+            "continue_done": notices.say("its end arrives as a todo.", "status(name, wait_seconds=30) waits for its end.")}
     if engine is None:
-        return {"workdir": "(--workdir)", "max_running": "max_running", "default_budget": "the daemon's --max-budget-usd",
-                "default_turns": "the daemon's --max-turns", "default_timeout": "the daemon's --turn-timeout"}
+        return {**said, "workdir": "(--workdir)", "max_running": "max_running", "kill_grace": "--kill-grace",
+                "default_budget": "the daemon's --max-budget-usd", "default_turns": "the daemon's --max-turns",
+                "default_timeout": "the daemon's --turn-timeout"}
     s = engine.settings
-    return {"workdir": str(engine.workdir), "max_running": s.max_running,
+    return {**said, "workdir": str(engine.workdir), "max_running": s.max_running, "kill_grace": f"{s.kill_grace:g}",
             "default_budget": f"${s.max_budget_usd:g}" if s.max_budget_usd else "none (no cap)",
             "default_turns": str(s.max_turns) if s.max_turns else "none (no cap)",
             "default_timeout": f"{s.turn_timeout / 60:g} minutes" if s.turn_timeout else "none (no limit)"}
@@ -234,18 +245,18 @@ def _call(fn, *args, **kwargs) -> dict[str, Any]:
 def _start(engine: SubagentEngine, args: dict, ctx: CallContext) -> ToolResult:
     view = _call(engine.start, args["name"], args["prompt_file"], args.get("model"), args.get("trigger"),
                  args.get("max_budget_usd"), args.get("max_turns"), args.get("timeout_minutes"))
-    return turn_result(view, "started")
+    return turn_result(view, "started", engine.notices)
 
 
 def _continue(engine: SubagentEngine, args: dict, ctx: CallContext) -> ToolResult:
     view = _call(engine.continue_, args["name"], args["prompt"], args.get("model"), args.get("max_budget_usd"),
                  args.get("max_turns"), args.get("timeout_minutes"))
-    return turn_result(view, "continued")
+    return turn_result(view, "continued", engine.notices)
 
 
 def _interrupt(engine: SubagentEngine, args: dict, ctx: CallContext) -> ToolResult:
     view = _call(engine.interrupt, args["name"], bool(args.get("force", False)))
-    return turn_result(view, "interrupted")
+    return turn_result(view, "interrupted", engine.notices)
 
 
 def _status(engine: SubagentEngine, args: dict, ctx: CallContext) -> ToolResult:

@@ -69,7 +69,8 @@ class LastTurn:
     started_at: float | None = None
     ended_at: float | None = None
     cost_before_usd: float | None = None
-    cost_usd: float | None = None  # this turn's: cumulative after minus cumulative before
+    cost_usd: float | None = None  # this turn's: cumulative after minus cumulative before; None: not recorded
+    cost_recorded: bool = False  # claude wrote a cost-state after the prompt (an interrupted turn may not)
 
     @property
     def duration_seconds(self) -> float | None:
@@ -122,6 +123,8 @@ class TranscriptReader:
             t.last_at = stamp
         if kind == "cost-state" and isinstance(entry.get("totalCostUSD"), (int, float)):
             t.cost_usd = float(entry["totalCostUSD"])
+            if self.turn is not None:
+                self.turn.cost_recorded = True
         if is_prompt(entry):
             t.turns += 1
             self.turn = LastTurn(prompt=text_of(entry["message"]["content"]), started_at=stamp, cost_before_usd=t.cost_usd)
@@ -161,7 +164,7 @@ class TranscriptReader:
         t = copy.copy(self.t)
         t.mtime = mtime
         turn = copy.copy(self.turn)
-        if turn is not None:
+        if turn is not None and turn.cost_recorded:  # else its cost is unknown (never the earlier turns' 0)
             if turn.cost_before_usd is not None and t.cost_usd is not None:
                 turn.cost_usd = max(0.0, t.cost_usd - turn.cost_before_usd)
             elif turn.cost_before_usd is None and t.turns == 1:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from common.notices import Notices
 from common.waiting import wait_for
 from hivesubagent.arguments import SubagentError
 from hivesubagent.sessions import Transcript
@@ -21,8 +22,9 @@ ENDED_KEPT = 1000  # names whose last turn's outcome the engine remembers (what 
 
 
 class TurnTable:
-    def __init__(self, max_running: int):
+    def __init__(self, max_running: int, notices: Notices | None = None):
         self.max_running = max_running
+        self.notices = notices or Notices(True)  # what the refusals may promise
         self.cond = threading.Condition()
         self.closed = False  # shutting down: no new reservation
         self._running: dict[str, Turn] = {}
@@ -46,13 +48,18 @@ class TurnTable:
                 raise SubagentError("refused: the daemon is shutting down")
             running = self._running.get(name)
             if running is not None:
+                wait = f"status(name={name!r}, wait_seconds=30) waits for its end"
                 raise SubagentError(
                     f"refused: {name!r} is running (turn {running.number}, {running.elapsed():.0f}s so far); "
-                    f"wait for its todo, check status(name={name!r}) or interrupt(name={name!r})"
+                    + self.notices.say(f"its todo comes when it ends, {wait}", wait) + f", interrupt(name={name!r}) stops it"
                 )
             if len(self._running) >= self.max_running:
-                names = ", ".join(sorted(self._running))
-                raise SubagentError(f"refused: max_running={self.max_running} sessions are already running ({names})")
+                names = sorted(self._running)
+                listed = ", ".join(f'"{n}"' for n in names)
+                raise SubagentError(
+                    f"refused: max_running={self.max_running} sessions are already running ({', '.join(names)}). Wait for "
+                    f"one to end with status(names=[{listed}], wait_seconds=30), then start again; or interrupt one of them"
+                )
             turn = make()
             self._running[name] = turn
             return turn

@@ -138,7 +138,7 @@ def turn_todo(turn: Turn, view: dict[str, Any]) -> tuple[str, str]:
     """The summary and body of a finished turn's one todo (its data is `view`): outcome, the start of the
     result, cost, how to go on."""
     o = view["outcome"]
-    cost = "" if o["cost_usd"] is None else f", ${o['cost_usd']:.4f}"
+    cost = ", cost unknown" if o["cost_usd"] is None else f", ${o['cost_usd']:.4f}"
     summary = f"subagent {turn.name}: turn {turn.number} {o['outcome']}{cost}"
     facts = (
         f"outcome={o['outcome']} name={turn.name} session_id={turn.session_id} turn={turn.number} "

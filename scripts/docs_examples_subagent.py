@@ -29,6 +29,11 @@ NORMALIZE_PATTERNS = [
     (r'"idle_s":( ?)[\d.]+', r'"idle_s":\g<1>0.2'),
     (r"last event [\d.]+s ago", "last event 0.2s ago"),
     (r"\(turn (\d+), \d+s so far\)", r"(turn \1, 0s so far)"),
+    (r"\bwaited_s=[\d.]+", "waited_s=3.1"),
+    (r'"waited":( ?)[\d.]+', r'"waited":\g<1>3.1'),
+    (r"during the wait \([\d.]+s\)", "during the wait (3.1s)"),
+    (r"\belapsed_s=[\d.]+", "elapsed_s=3.2"),
+    (r"\bidle_s=[\d.]+", "idle_s=0.2"),
 ]
 
 
@@ -50,7 +55,8 @@ def examples() -> dict[str, str]:
         slug = re.sub(r"[^a-zA-Z0-9]", "-", str(work))
         paths = {str(root / "state"): STATE, str(work): WORKDIR, str(home): HOME, slug: re.sub(r"[^a-zA-Z0-9]", "-", WORKDIR),
                  str(prompt): "/root/work/prompts/review.md"}
-        argv = [DAEMON, "--state-dir", str(root / "state"), "--workdir", str(work), "--claude-bin", str(claude)]
+        argv = [DAEMON, "--state-dir", str(root / "state"), "--workdir", str(work), "--claude-bin", str(claude),
+                "--max-running", "2"]
         with Daemon(argv, root / "daemon", env={"HIVE_AGENT_SOCKET": str(sock.path), "HOME": str(home)}) as d:
             out = _drive(d.url, sock, str(prompt))
         sock.close()
@@ -74,4 +80,24 @@ def _drive(url: str, sock: RecordingSocket, prompt: str) -> dict[str, str]:
     out["subagent-status-running"] = call(url, "status", name="review")
     out["subagent-interrupt"] = call(url, "interrupt", name="review")
     out["subagent-status-all"] = call(url, "status")
+    _bounded_and_waited(url, prompt, out)
     return out
+
+
+def _bounded_and_waited(url: str, prompt: str, out: dict[str, str]) -> None:
+    """A turn with its own caps, waited for, with what it did and its steps; a wait on the first of two; the
+    max_running refusal (the daemon runs with --max-running 2 here)."""
+    trigger = ("FAKE:sleep=2\n"
+               'FAKE:tool=Edit {"file_path": "src/app.py", "old_string": "import os, sys", "new_string": "import os"}\n'
+               'FAKE:tool=Bash {"command": "ruff check src"}\nFAKE:reply=Fixed the one lint error, in src/app.py.')
+    out["subagent-start-bounded"] = call(url, "start", name="lint", prompt_file=prompt, trigger=trigger, max_turns=40,
+                                         timeout_minutes=15)
+    out["subagent-status-wait"] = call(url, "status", name="lint", wait_seconds=30)
+    out["subagent-status-steps"] = call(url, "status", name="lint", steps=True)
+    call(url, "start", name="docs", prompt_file=prompt, trigger="FAKE:sleep=3 FAKE:reply=Docs updated.")
+    call(url, "start", name="tests", prompt_file=prompt, trigger="FAKE:sleep=60")
+    out["subagent-status-names"] = call(url, "status", names=["docs", "tests"], wait_seconds=30)
+    call(url, "start", name="bench", prompt_file=prompt, trigger="FAKE:sleep=60")
+    out["subagent-start-refused"] = call(url, "start", name="more", prompt_file=prompt)
+    for name in ("tests", "bench"):
+        call_tool(url, "interrupt", {"name": name, "force": True})

@@ -15,6 +15,8 @@ The prompt (stdin) steers it:
     FAKE:grandchild=PATH  start `sleep 300` in a new session (like claude's Bash tool), write its pid to PATH
     FAKE:holdpipe=PATH    the same, but the sleep inherits stdout: it holds the pipe open after we exit
     FAKE:reply=TEXT       the reply text (rest of line)
+    FAKE:tool=NAME {JSON} a tool call before the reply (rest of line; several lines: several calls), written as
+                          claude writes one: an assistant tool_use entry, then the user entry of its result
 Every run appends its argv and prompt to $FAKE_CLAUDE_LOG (JSON lines) when set.
 """
 
@@ -46,7 +48,7 @@ def option(argv: list[str], flag: str) -> str | None:
 
 
 def directive(prompt: str, key: str) -> str | None:
-    value = r"[^\n]*" if key == "reply" else r"\S*"  # reply takes the rest of the line, others one word
+    value = r"[^\n]*" if key in ("reply", "tool") else r"\S*"  # reply and tool take the rest of the line, others one word
     m = re.search(rf"FAKE:{key}(?:=({value}))?", prompt)
     if not m:
         return None
@@ -122,6 +124,15 @@ def main() -> int:
         write({"type": "cost-state", "totalCostUSD": cost_before})
         out({"type": "result", "subtype": "success", "is_error": True, "api_error_status": 500, "result": text, "session_id": session_id, "total_cost_usd": cost_before})
         return 1
+    for n, call in enumerate(re.findall(r"FAKE:tool=([^\n]*)", prompt)):
+        name, _, raw = call.partition(" ")
+        use = {"id": f"msg_tool{n}", "model": model, "role": "assistant", "stop_reason": "tool_use",
+               "content": [{"type": "tool_use", "id": f"toolu_{n}", "name": name, "input": json.loads(raw or "{}")}]}
+        write({"type": "assistant", "message": use, "timestamp": now()})
+        out({"type": "assistant", "message": use, "session_id": session_id})
+        result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": "done"}]}
+        write({"type": "user", "message": result, "toolUseResult": {}, "timestamp": now()})
+        out({"type": "user", "message": result, "session_id": session_id})
     reply = directive(prompt, "reply") or f"fake reply to: {prompt[:40]}"
     message = {"id": f"msg_{uuid.uuid4().hex[:8]}", "model": model, "role": "assistant", "content": [{"type": "text", "text": reply}], "stop_reason": "end_turn"}
     write({"type": "assistant", "message": message, "timestamp": now()})

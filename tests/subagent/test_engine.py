@@ -117,6 +117,12 @@ def test_soft_interrupt_records_interrupted(engine_factory, fake_claude_bin, fak
     assert view["outcome"]["outcome"] == "interrupted" and view["outcome"]["exited_without_result"] is True
     assert list(view["signals"]) == ["SIGINT"]
     assert engine.status("soft")["last_turn"]["outcome"] == "interrupted"
+    # a later turn stopped before claude recorded what it spent: its cost is unknown, not 0 (nor the earlier total)
+    engine.continue_("soft", "FAKE:sleep=60 again")
+    wait_running_in_fake(engine, "soft")
+    second = engine.interrupt("soft")["outcome"]
+    assert second["cost_usd"] is None and second["total_cost_usd"] is None
+    assert engine.status("soft")["last_turn"]["cost_usd"] is None
 
 
 def test_forced_interrupt_kills_tool_processes_outside_the_group(engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path):

@@ -15,6 +15,7 @@ import psutil
 import pytest
 from daemon_harness import wait_until
 
+from common.notices import promises_a_notice
 from common.tools import ToolArgumentsError
 from hivesubagent.sessions import SessionStore
 from hivesubagent.tools import build_registry
@@ -47,6 +48,10 @@ def test_lifecycle_start_status_todo_continue_refusal(engine_factory, claude_bin
     assert status.text.startswith("name=life state=") and "running=true" in status.text.splitlines()[0]
     refused = tools.call("continue", {"name": "life", "prompt": "too early"})
     assert refused.is_error and "refused: 'life' is running" in refused.text
+    # no harness socket in this engine: no answer promises a todo, each says how to wait instead
+    assert not promises_a_notice(started.text) and not promises_a_notice(refused.text)
+    assert 'status(name="life", wait_seconds=30) waits for the end' in started.text
+    assert "status(name='life', wait_seconds=30) waits for its end" in refused.text
     assert tools.call("start", {"name": "life", "prompt_file": str(prompt_file)}).is_error
 
     todo = todos.wait_upserts("life")[0]
@@ -104,8 +109,11 @@ def test_interrupts_soft_and_forced_two_sessions_at_once(engine_factory, claude_
     sleeper = wait_until(tool_sleep, 60, "claude's Bash tool to start the sleep")
     assert os.getpgid(sleeper.pid) != hard["pid"]  # outside claude's process group
 
-    soft_view = engine.interrupt("soft")
+    soft_answer = build_registry(engine).call("interrupt", {"name": "soft"})
+    soft_view = soft_answer.data
     assert soft_view["state"] == "ended" and soft_view["outcome"]["outcome"] == "interrupted"
+    # claude 2.1.328 records what the stopped request spent (its cost-state moved): a known figure, never a bare 0
+    assert soft_view["outcome"]["cost_usd"] > 0 and f"cost_usd={soft_view['outcome']['cost_usd']}" in soft_answer.text
     assert list(soft_view["signals"]) == ["SIGINT"]
     hard_view = engine.interrupt("hard", force=True)
     assert hard_view["outcome"]["outcome"] == "killed" and hard_view["signals"] == {"SIGKILL": "interrupt(force=true)"}

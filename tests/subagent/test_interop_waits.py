@@ -55,7 +55,8 @@ def test_a_wait_on_two_ends_when_the_first_ends(engine_factory, claude_bin, real
     assert "wait_capped_s=30" in lines[0] and len(result.text.encode()) < ANSWER_LIMIT
     assert lines[1].startswith("name=wa state=running ") and lines[2].startswith("name=wb state=finished ")
     assert "last_outcome=completed" in lines[2]
-    assert "ended during the wait: wb;" in result.text
+    assert 'ended during the wait: wb; status(name="wb") shows the outcome and result' in result.text
+    assert "files_changed=0 commands_run=0" in lines[2]
     assert lines[-1] == 'still running: wa; next: status(names=["wa"], wait_seconds=30) waits for the first of them'
     assert result.data["wait"]["ended"] == ["wb"] and result.data["wait"]["capped"] is True
     assert [s["name"] for s in result.data["sessions"]] == ["wa", "wb"]

@@ -8,10 +8,14 @@ import pytest
 
 from common.config import SubagentSettings
 from common.tools import ToolArgumentsError, UnknownTool
+from common.notices import Notices, promises_a_notice
 from hivesubagent.engine import SubagentEngine
 from hivesubagent.result_pages import EXCERPT_BYTES, PAGE_BYTES, OffsetError, excerpt, page
 from hivesubagent.texts import kv, render_list, render_session, turn_result
 from hivesubagent.tools import build_registry
+
+
+SOCKET, NO_SOCKET = Notices(True), Notices(False)
 
 
 @pytest.fixture
@@ -47,7 +51,7 @@ def test_status_of_nothing(registry):
 
 def test_kv_quotes_what_would_break_the_line():
     assert kv(a=1, b=None, c=True, d="two words", cost_usd=0.000184, elapsed_s=1.25) == (
-        'a=1 b=none c=true d="two words" cost_usd=0.000184 elapsed_s=1.2'
+        'a=1 b=unknown c=true d="two words" cost_usd=0.000184 elapsed_s=1.2'
     )
     assert kv(x='say "hi"', y="") == 'x="say \\"hi\\"" y=""'
 
@@ -58,22 +62,24 @@ def test_texts_the_model_reads():
                "confirmed": True, "signals": {}, "archived": ["/old.jsonl.archived"],
                "progress": {"steps": 1, "tool_calls": 0, "tools": {}, "latest_tool": None, "latest_tool_input": None,
                             "input_tokens": None, "output_tokens": None, "idle_s": 0.5}}
-    text = turn_result(running, "started").text.splitlines()
-    assert text[0] == "state=running name=job session_id=sid turn=1 pid=42"  # model unknown: left out, not guessed
-    assert turn_result({**running, "model": "claude-haiku-4-5"}, "started").text.splitlines()[0].endswith(" model=claude-haiku-4-5")
+    text = turn_result(running, "started", SOCKET).text.splitlines()
+    # model unknown: left out, not guessed; the caps in force named, "none" for no cap
+    assert text[0] == "state=running name=job session_id=sid turn=1 pid=42 max_budget_usd=none max_turns=none timeout_minutes=none"
+    assert turn_result({**running, "model": "claude-haiku-4-5"}, "started", SOCKET).text.splitlines()[0].endswith(
+        " model=claude-haiku-4-5 max_budget_usd=none max_turns=none timeout_minutes=none")
     assert text[1] == "archived the earlier session(s) of this name: /old.jsonl.archived" and text[-1] == "transcript: /t.jsonl"
     ended = {**running, "state": "ended", "running": False, "outcome": {
         "outcome": "error", "detail": "API error 500", "result_text": "API Error: 500", "cost_usd": 0.0, "total_cost_usd": 0.5,
         "duration_s": 1.0, "exited_without_result": False, "returncode": 1, "result_chars": 14, "result_next_offset": None}}
-    result = turn_result(ended, "started")
+    result = turn_result(ended, "started", SOCKET)
     assert result.is_error and result.text.startswith("state=ended name=job outcome=error session_id=sid turn=1 cost_usd=0 total_cost_usd=0.5")
     finished = {"name": "job", "state": "finished", "running": False, "session_id": "sid", "transcript": "/t.jsonl", "model": "m",
                 "turns": 3, "total_cost_usd": 1.5, "updated_at": "x",
                 "last_turn": {"outcome": "interrupted", "exited_without_result": True, "result_text": "", "cost_usd": None, "duration_s": None,
                               "result_chars": 0, "result_next_offset": None}}
     assert render_session(finished).splitlines()[0] == (
-        "name=job state=finished running=false session_id=sid turns=3 model=m last_outcome=interrupted last_cost_usd=none "
-        "total_cost_usd=1.5 last_duration_s=none")
+        "name=job state=finished running=false session_id=sid turns=3 model=m last_outcome=interrupted last_cost_usd=unknown "
+        "total_cost_usd=1.5 last_duration_s=unknown")
     assert "ended without a result" in render_session(finished)
     listing = render_list({"sessions": [running, finished], "running": 1, "more": 0}).splitlines()
     assert listing[0] == "sessions=2 running=1 more=0"
@@ -96,6 +102,15 @@ def test_descriptions_teach_and_stay_short(registry, tmp_path, capsys):
     assert "result_offset" in listing["status"]["description"] and "at most 4 run at once" in listing["status"]["description"]
     assert "{" not in "".join(t["description"] for t in listing.values())  # every placeholder filled
     assert all(size <= 900 for size in sizes.values()) and sum(sizes.values()) <= 3000, sizes
+    # the arguments' own descriptions too: each a line or two, none with a placeholder left
+    arguments = {f"{name}.{arg}": spec.get("description", "") for name, t in listing.items()
+                 for arg, spec in t["inputSchema"]["properties"].items()}
+    assert all(0 < len(text) <= 260 for text in arguments.values()), {k: len(v) for k, v in arguments.items()}
+    assert not any("{default" in text or "{max_running}" in text for text in arguments.values())
+    for name in ("start.max_turns", "start.timeout_minutes", "continue.max_budget_usd", "status.names",
+                 "status.wait_seconds", "status.all", "status.steps", "status.steps_offset"):
+        assert name in arguments, name
+    assert sum(schema_sizes.values()) <= 8000, schema_sizes
 
 
 def test_result_pages_are_bounded_in_bytes_and_addressed_in_characters():
@@ -162,3 +177,68 @@ def test_a_long_session_list_stays_under_8_kib():
     shown = len(lines) - 2
     assert 10 < shown < 100 and lines[-1] == f"... {100 - shown} more not shown: status(name=...) shows one session"
     assert lines[1].startswith("name=session-000 ")
+
+
+def _engine(tmp_path, **settings):
+    tmp_path.mkdir(exist_ok=True)
+    return SubagentEngine(SubagentSettings(claude_bin="claude", workdir=tmp_path, state_dir=tmp_path / "state", **settings),
+                          todos=None, base_env={"HOME": str(tmp_path)})
+
+
+def test_no_todo_is_promised_without_a_harness_socket(tmp_path):
+    """Descriptions, instructions, answers and refusals: each says how to wait instead (common/notices.py)."""
+    quiet = build_registry(_engine(tmp_path))
+    said = [t["description"] for t in quiet.listing()] + [quiet.instructions or ""]
+    assert not any(promises_a_notice(text) for text in said), said
+    assert "status(name, wait_seconds=30) waits for the end" in quiet.listing()[0]["description"]
+    running = {"name": "job", "state": "running", "session_id": "sid", "transcript": "/t.jsonl", "turn": 1, "pid": 42,
+               "signals": {"SIGINT": "interrupt"}}
+    for verb in ("started", "interrupted"):
+        assert not promises_a_notice(turn_result(running, verb, NO_SOCKET).text)
+        assert 'status(name="job", wait_seconds=30) waits for' in turn_result(running, verb, NO_SOCKET).text
+    assert "you get a todo" in turn_result(running, "started", SOCKET).text
+    told = build_registry(_engine(tmp_path / "s", agent_socket=tmp_path / "agent.sock"))
+    assert "you get one todo with the outcome" in told.listing()[0]["description"]
+    assert "get_loose_ends" not in json.dumps(told.listing())  # a harness tool the model may not have
+
+
+def test_refusals_say_what_to_do(tmp_path):
+    from hivesubagent.arguments import SubagentError
+    from hivesubagent.turn import Turn
+    from hivesubagent.turns import TurnTable
+
+    table = TurnTable(2, NO_SOCKET)
+    for name in ("a", "b"):
+        table.reserve(name, lambda n=name: Turn(n, "start", "sid", tmp_path, None, "p", 1, 0.0))
+    with pytest.raises(SubagentError) as busy:
+        table.reserve("c", lambda: Turn("c", "start", "sid", tmp_path, None, "p", 1, 0.0))
+    assert str(busy.value) == ('refused: max_running=2 sessions are already running (a, b). Wait for one to end with '
+                               'status(names=["a", "b"], wait_seconds=30), then start again; or interrupt one of them')
+    with pytest.raises(SubagentError) as running:
+        table.reserve("a", lambda: Turn("a", "start", "sid", tmp_path, None, "p", 1, 0.0))
+    assert "status(name='a', wait_seconds=30) waits for its end, interrupt(name='a') stops it" in str(running.value)
+    assert not promises_a_notice(str(running.value))
+
+
+def test_descriptions_name_the_defaults_in_force(tmp_path):
+    listing = {t["name"]: t for t in build_registry(_engine(tmp_path, max_budget_usd=2.5, max_turns=50,
+                                                            turn_timeout=900, kill_grace=3)).listing()}
+    props = listing["start"]["inputSchema"]["properties"]
+    assert props["max_budget_usd"]["description"].endswith("Default: $2.5.")
+    assert props["max_turns"]["description"].endswith("Default: 50.")
+    assert props["timeout_minutes"]["description"].endswith("Default: 15 minutes.")
+    assert "SIGKILL if it has not ended 3 s later" in listing["interrupt"]["description"]
+    unset = build_registry(_engine(tmp_path / "u", turn_timeout=0, max_turns=0)).listing()[1]["inputSchema"]["properties"]
+    assert [unset[k]["description"].rsplit("Default: ", 1)[1] for k in ("max_budget_usd", "max_turns", "timeout_minutes")] == [
+        "none (no cap).", "none (no cap).", "none (no limit)."]
+
+
+def test_the_skill_teaches_waits_refusals_the_todo_channel_defaults_and_worktrees():
+    from pathlib import Path
+
+    skill = (Path(__file__).resolve().parents[2] / "hivesubagent" / "skills" / "claude-subagents" / "SKILL.md").read_text()
+    for needed in ('status(name="fix-lint-api", wait_seconds=30)', "status(names=[", "all=true",
+                   "Refused with `max_running`", "No notice comes when it ends", "max_turns=200 timeout_minutes=60",
+                   "max_budget_usd=none", "git worktree", "worktree add", "stalled:", "steps=true", "files changed:"):
+        assert needed in skill, needed
+
