@@ -29,7 +29,7 @@ from hivesubagent.index_file import IndexKeeper
 from hivesubagent.result_pages import OffsetError, page
 from hivesubagent.runner import TurnRunner, unarchive
 from hivesubagent.sessions import LiveSession, SessionStore, Transcript
-from hivesubagent.transcript_log import read_turns, render
+from hivesubagent.transcript_log import last_turn_page
 from hivesubagent.turn import Turn, TurnState
 from hivesubagent.turn_work import read_turn_work
 from hivesubagent.turns import TurnTable
@@ -188,16 +188,10 @@ class SubagentEngine:
                 raise SubagentError(f"name: no session named {name!r}: not running, and no transcript in {self.sessions.project_dir}")
             path = found.path
         try:
-            turns = read_turns(path)
-        except OSError:
-            turns = []  # a turn whose claude has not written its transcript yet
-        text = render(turns[-1:]) if turns else "(no step yet: claude has not written this turn's prompt to its transcript)"
-        try:
-            got = page(text, offset)
+            number, got = last_turn_page(path, offset)
         except OffsetError as exc:
             raise SubagentError(str(exc).replace("result_offset", "steps_offset").replace("the result", "the steps")) from None
-        return {"name": name, "running": running, "turn": turns[-1].number if turns else None, "transcript": str(path),
-                "steps_page": got.as_dict()}
+        return {"name": name, "running": running, "turn": number, "transcript": str(path), "steps_page": got.as_dict()}
 
     def shutdown(self) -> None:
         """Stop every running turn: SIGINT, SIGKILL after `kill_grace`; return once all are recorded (bounded)."""

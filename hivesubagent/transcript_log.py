@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from common.humanize import cut
+from hivesubagent.result_pages import Page, page
 from hivesubagent.transcript import INTERRUPT_MARK, is_prompt, iter_entries, text_of
 
 TOOL_INPUT_CHARS = 300
@@ -96,3 +97,15 @@ def render(turns: list[LoggedTurn]) -> str:
 
 def as_data(turns: list[LoggedTurn]) -> list[dict[str, Any]]:
     return [asdict(t) for t in turns]
+
+
+def last_turn_page(path: Path, offset: int) -> tuple[int | None, Page]:
+    """The transcript's last turn, rendered as `render` does, from character `offset` (a page of it): for
+    status(name, steps=true). Raises OffsetError past the end."""
+    try:
+        turns = read_turns(path)
+    except OSError:
+        turns = []  # a turn whose claude has not written its transcript yet
+    text = render(turns[-1:]) if turns else "(no step yet: claude has not written this turn's prompt to its transcript)"
+    return (turns[-1].number if turns else None), page(text, offset)
+

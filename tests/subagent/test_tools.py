@@ -7,13 +7,12 @@ import json
 import pytest
 
 from common.config import SubagentSettings
-from common.tools import ToolArgumentsError, UnknownTool
 from common.notices import Notices, promises_a_notice
+from common.tools import ToolArgumentsError, UnknownTool
 from hivesubagent.engine import SubagentEngine
 from hivesubagent.result_pages import EXCERPT_BYTES, PAGE_BYTES, OffsetError, excerpt, page
 from hivesubagent.texts import kv, render_list, render_session, turn_result
 from hivesubagent.tools import build_registry
-
 
 SOCKET, NO_SOCKET = Notices(True), Notices(False)
 
