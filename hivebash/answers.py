@@ -1,12 +1,12 @@
 """What `run`, `status` and `kill` answer with: a task's view (snapshot, output, leftovers still alive) and
-the inline wait before it. The snapshot is taken under the engine's `tasks_changed`; the files and /proc are
-read after it is released."""
+the inline wait before it. The snapshot is taken under the registry's lock; the files and /proc are read
+after it is released."""
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from common.call_progress import NO_PROGRESS, Cancellation
 from common.notices import Notices
@@ -15,22 +15,20 @@ from common.waiting import WaitSlots, WaitWindow
 
 from . import inline_wait
 from . import output_views as ov
-from .entry import TaskEntry, TaskTable
+from .entry import TaskEntry
 from .process_ops import ProcessOps
+from .registry import LockedTasks, TaskRegistry
 from .store import TaskStore
-from .todo_rules import TodoRules
 from .views import Outcome, TaskView, read_output
 from .wait_progress import WaitTelling
 
 
 class Answers:
-    """Views and inline waits over the engine's table (methods take `tasks_changed` themselves)."""
+    """Views and inline waits over the registry (each method takes the lock itself)."""
 
-    def __init__(self, tasks_changed: threading.Condition, table: TaskTable, todo_rules: TodoRules,
-                 store: TaskStore, ops: ProcessOps, slots: WaitSlots, notices: Notices, tail_bytes: int):
-        self.tasks_changed = tasks_changed
-        self.table = table
-        self.todo_rules = todo_rules
+    def __init__(self, registry: TaskRegistry, store: TaskStore, ops: ProcessOps, slots: WaitSlots, notices: Notices,
+                 tail_bytes: int):
+        self.registry = registry
         self.store = store
         self.ops = ops
         self.slots = slots
@@ -38,61 +36,67 @@ class Answers:
         self.tail_bytes = tail_bytes  # per stream, of a plain tail
 
     def wait(self, entries: list[TaskEntry], window: WaitWindow, from_run: bool,
-              client_gone: Callable[[], bool] = never_gone, watches=(), wait_for: str | None = None,
-              operator: bool = False, view: ov.ViewRequest | None = None, shows: bool = True,
-              cancel: Cancellation | None = None, progress=NO_PROGRESS) -> Outcome:
+             client_gone: Callable[[], bool] = never_gone, watches: Sequence[tuple[str, ov.Watch]] = (),
+             wait_for: str | None = None, operator: bool = False, view: ov.ViewRequest | None = None,
+             shows: bool = True, cancel: Cancellation | None = None, progress: Any = NO_PROGRESS) -> Outcome:
         """Inline wait (the caller registered as a waiter of each entry under the lock). No free slot: answer
         at once. A cancel ends it at once; a client that asked for progress gets it meanwhile.
 
         A caller that hung up or cancelled will never read the result: it is left as the completion todo
         instead of counting as seen (and no cursor moves); so is a result only an operator saw."""
-        skipped = not self.slots.try_acquire()
         start = time.monotonic()
         matched, matched_id = None, None
-        try:
-            if not skipped:
-                telling = (WaitTelling(self.tasks_changed, entries, self.sources, wait_for, time.monotonic)
-                           if progress.wanted else None)
-                matched, matched_id = inline_wait.wait_any(self.tasks_changed, entries, window.seconds, time.monotonic,
+        with self.slots.held() as slot, self.registry.wakes_on(cancel):
+            telling = (WaitTelling(self.registry, entries, self.sources, wait_for, time.monotonic)
+                       if slot and progress.wanted else None)
+            if slot and (watches or telling is not None):
+                matched, matched_id = inline_wait.wait_any(self.registry, entries, window.seconds, time.monotonic,
                                                            list(watches), cancel=cancel, progress=progress,
                                                            telling=telling)
-            with self.tasks_changed:
-                for entry in entries:
-                    entry.inline_waiters -= 1
-                    if entry.task.terminal:
-                        self.todo_rules.hand_over_locked(entry, (lambda: True) if operator else client_gone)
-                    elif from_run:
-                        self.todo_rules.running_locked(entry, queued=entry in self.table.queue)
+            with self.registry.locked() as tasks:
+                if slot and not watches and telling is None:
+                    inline_wait.wait_ended(tasks, entries, window.seconds, cancel)
+                tasks.agent.done_waiting(entries, from_run, (lambda: True) if operator else client_gone)
                 waited = time.monotonic() - start
-        finally:
-            if not skipped:
-                self.slots.release()
-        first = next((e for e in entries if e.id == matched_id or e.task.terminal), entries[0])
+                first = next((e for e in entries if e.id == matched_id or e.task.ended), entries[0])
+                snap = self._snapshot(tasks, first.id)
         truncated = [f"{task_id} {w.source.stream}" for task_id, w in watches if w.truncated]
-        return Outcome(self.view(first.id, view, shows and not client_gone()), window, waited, wait_skipped=skipped, wait_for=wait_for,
-                       matched=matched, matched_id=matched_id, truncated=truncated, notices=self.notices)
+        return Outcome(self._read(first.id, snap, view, shows and not client_gone()), window, waited, wait_skipped=not slot,
+                       wait_for=wait_for, matched=matched, matched_id=matched_id, truncated=truncated,
+                       notices=self.notices)
 
     def sources(self, task_id: str) -> list[ov.Source]:
         return [ov.Source("stdout", self.store.file(task_id, "out")), ov.Source("stderr", self.store.file(task_id, "err"))]
 
-    def view(self, task_id: str, request: ov.ViewRequest | None = None, shows: bool = False) -> TaskView:
+    def view(self, task_id: str, request: ov.ViewRequest | None = None, shows: bool = False,
+             settle: Callable[[LockedTasks, str], None] | None = None) -> TaskView:
         """Snapshot under the lock; the output and leftover checks outside it (file and /proc reads). When
-        the answer `shows` the agent the end of the output, its new_only cursor moves there."""
-        self.todo_rules.flush()
-        with self.tasks_changed:
-            view = self.table.view_locked(task_id)
-            entry = self.table.get_locked(task_id)
-            leftovers = list(entry.leftovers)
-            seen_to = dict(entry.seen_to)
+        the answer `shows` the agent the end of the output, its new_only cursor moves there. `settle` runs
+        under the same lock first (run's short wait for a spawn)."""
+        with self.registry.locked() as tasks:
+            if settle is not None:
+                settle(tasks, task_id)
+            snap = self._snapshot(tasks, task_id)
+        return self._read(task_id, snap, request, shows)
+
+    @staticmethod
+    def _snapshot(tasks: LockedTasks, task_id: str) -> tuple[TaskView, TaskEntry, list, dict[str, int]]:
+        view = tasks.view(task_id)
+        entry = tasks.get(task_id)
+        return view, entry, list(entry.leftovers), dict(entry.seen_to)
+
+    def _read(self, task_id: str, snap: tuple[TaskView, TaskEntry, list, dict[str, int]],
+              request: ov.ViewRequest | None, shows: bool) -> TaskView:
+        view, entry, leftovers, seen_to = snap
         read_output(view, self.store, request, seen_to, self.tail_bytes)
         output = view.output  # set by read_output
         if shows and (request is None or request.moves_cursor) and output is not None and output.read_to:
-            with self.tasks_changed:
-                entry.seen_to.update(output.read_to)
+            with self.registry.locked() as tasks:
+                tasks.agent.shown_to(entry, output.read_to)
         if leftovers:
             alive = [p for p in leftovers if self.ops.is_alive(p)]
             view.leftovers = [p.pid for p in alive]
             if len(alive) != len(leftovers):
-                with self.tasks_changed:
-                    entry.leftovers = alive
+                with self.registry.locked() as tasks:
+                    tasks.still_alive(entry, alive)
         return view

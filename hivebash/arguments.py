@@ -88,7 +88,7 @@ def check_name_argument(name: str) -> str:
 
 
 def check_list(state: Any, limit: Any) -> None:
-    if state is not None and state not in T.STATES:
+    if state is not None and state not in T.SHOWN:
         raise EngineError(f"state: must be one of {', '.join(T.STATE_ORDER)}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise EngineError("limit: must be an integer >= 1")

@@ -2,7 +2,7 @@
 matches `wait_for`, or the client cancels the call, or the window closes; meanwhile, for a client that asked,
 progress (hivebash/wait_progress.py says what, common/call_progress.Pacer when).
 
-A task's end wakes the wait through the engine's condition (no polling). Output is written by the task's own
+A task's end wakes the wait through the registry's condition (no polling). Output is written by the task's own
 processes straight to its files, so nothing in the daemon can signal a new line: with `wait_for`, the wait
 also wakes to look at the files' growth, first after WATCH_RECHECK_FIRST and then at doubling intervals up
 to WATCH_RECHECK_MAX (a check costs one fstat per stream when nothing was written).
@@ -10,14 +10,14 @@ to WATCH_RECHECK_MAX (a check costs one fstat per stream when nothing was writte
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
+from typing import Any
 
 from common.call_progress import NO_PROGRESS, Cancellation, Pacer
-from common.waiting import wait_for
 
 from . import output_views as ov
 from .entry import TaskEntry
+from .registry import LockedTasks, TaskRegistry
 from .wait_progress import WaitTelling
 
 WATCH_RECHECK_FIRST = 0.02  # seconds
@@ -30,31 +30,43 @@ def watches_for(entries: list[TaskEntry], paths: Callable[[str], list[ov.Source]
     return [(e.id, ov.watch(src, pattern, from_end=not from_start)) for e in entries for src in paths(e.id)]
 
 
-def wait_any(cond: threading.Condition, entries: list[TaskEntry], seconds: float, clock: Callable[[], float],
+def wait_ended(tasks: LockedTasks, entries: list[TaskEntry], seconds: float, cancel: Cancellation | None = None) -> bool:
+    """Wait (with the registry's lock held; it is released meanwhile) until one of `entries` has ended and its
+    end is on disk, a cancel, or `seconds` pass (the caller holds `registry.wakes_on(cancel)`)."""
+    return tasks.wait(_stop(entries, cancel), seconds)
+
+
+def _stop(entries: list[TaskEntry], cancel: Cancellation | None) -> Callable[[], bool]:
+    if cancel is None:
+        return lambda: any(e.task.terminal for e in entries)
+    return lambda: cancel.fired or any(e.task.terminal for e in entries)
+
+
+def wait_any(registry: TaskRegistry, entries: list[TaskEntry], seconds: float, clock: Callable[[], float],
              watches: list[tuple[str, ov.Watch]], first_recheck: float = WATCH_RECHECK_FIRST,
-             cancel: Cancellation | None = None, progress=NO_PROGRESS, telling: WaitTelling | None = None
+             cancel: Cancellation | None = None, progress: Any = NO_PROGRESS, telling: WaitTelling | None = None
              ) -> tuple[ov.Line | None, str | None]:
-    """Wait (called without the lock); returns the matching line and its task's id, or (None, None).
-    `first_recheck`: the first look at the files' growth (send's is sooner: an echo comes in a millisecond). A
-    cancel ends the wait at once; with `telling`, `progress` is reported as common.call_progress.Pacer says."""
+    """Wait (called without the lock) until an end or a matching line; returns the matching line and its
+    task's id, or (None, None). `first_recheck`: the first look at the files' growth (send's is sooner: an
+    echo comes in a millisecond). A cancel ends the wait at once; with `telling`, `progress` is reported as
+    common.call_progress.Pacer says."""
     cancel = cancel or Cancellation()
-
-    def stop() -> bool:
-        return cancel.fired or any(e.ended_and_recorded for e in entries)
-
-    with cancel.wakes(cond):
+    stop = _stop(entries, cancel)
+    with registry.wakes_on(cancel):
         if not watches and telling is None:
-            with cond:
-                wait_for(cond, stop, seconds, clock)
+            with registry.locked() as tasks:
+                tasks.wait(stop, seconds)
             return None, None
-        found = _watch_and_tell(cond, stop, seconds, clock, watches, first_recheck, progress, telling)
+        found = _watch_and_tell(registry, stop, seconds, clock, watches, first_recheck, progress, telling)
     if found[0] is not None or cancel.fired:
         return found
     # An ended task's last lines, the last one even without a newline.
-    return _first_match(watches, final={e.id for e in entries if e.task.terminal})
+    return _first_match(watches, final={e.id for e in entries if e.task.ended})
 
 
-def _watch_and_tell(cond, stop, seconds, clock, watches, recheck, progress, telling) -> tuple[ov.Line | None, str | None]:
+def _watch_and_tell(registry: TaskRegistry, stop: Callable[[], bool], seconds: float, clock: Callable[[], float],
+                    watches: list[tuple[str, ov.Watch]], recheck: float, progress: Any,
+                    telling: WaitTelling | None) -> tuple[ov.Line | None, str | None]:
     """The wait that looks at the output: for a `wait_for` match (rechecks doubling to WATCH_RECHECK_MAX) and,
     with `telling`, for news to report."""
     start = clock()
@@ -68,11 +80,11 @@ def _watch_and_tell(cond, stop, seconds, clock, watches, recheck, progress, tell
         if remaining <= 0:
             return None, None
         pause = min(remaining, recheck if watches else remaining, pacer.next_look(now) if pacer else remaining)
-        with cond:
-            if wait_for(cond, stop, pause, clock):
+        with registry.locked() as tasks:
+            if tasks.wait(stop, pause):
                 return None, None
         recheck = min(recheck * 2, WATCH_RECHECK_MAX)
-        if pacer is not None:
+        if pacer is not None and telling is not None:
             now = clock()
             if now < deadline and pacer.due(now, telling.news()):
                 progress.report(now - start, seconds, telling.message())

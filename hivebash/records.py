@@ -10,19 +10,21 @@ from collections.abc import Callable
 from typing import Any
 
 from .store import TaskStore, unlink_missing_ok
-from .task import Task
+from .task import RUNTIME_FIELDS, Task
 
-_TASK_FIELDS = tuple(f.name for f in dataclasses.fields(Task) if f.name != "started_mono")
+_TASK_FIELDS = tuple(f.name for f in dataclasses.fields(Task) if f.name not in RUNTIME_FIELDS)
 
 
 def record_of(task: Task) -> dict[str, Any]:
-    """A task as its record: every field but `started_mono`, the result and rusage as plain dicts. Built by
-    hand rather than with `dataclasses.asdict` (a recursive deep copy): it runs at every change of state, under
-    the engine's lock."""
+    """A task as its record: every field but the runtime ones, the state as answers say it, the result and
+    rusage as plain dicts. Built by hand rather than with `dataclasses.asdict` (a recursive deep copy): it runs
+    at every change of state, under the registry's lock."""
     data = {name: getattr(task, name) for name in _TASK_FIELDS}
+    data["state"] = task.shown_state
     result = task.result
     if result is not None:
         data["result"] = res = dict(vars(result))
+        del res["state"]  # the record's own `state`
         if result.rusage is not None:
             res["rusage"] = dict(vars(result.rusage))
     return data

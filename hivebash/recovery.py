@@ -1,5 +1,5 @@
-"""What a start does with the tasks a previous daemon left `pending` or `running`: stop their processes and
-record them `interrupted`.
+"""The recovery verb: what a start does with the tasks on disk. Those a previous daemon left `pending` or
+`running` get their processes stopped and are recorded `interrupted`, with one todo each.
 
 A previous daemon's processes are found by their marker (a random nonce per task, in their environment) and a
 start time not before the task was submitted, so a recycled pid is never taken for a task's process.
@@ -12,9 +12,29 @@ import time
 
 from . import task as T
 from .process_ops import ProcessOps
+from .records import record_of
+from .rooms import Rooms
 from .task import Task, TaskResult
 
 log = logging.getLogger(__name__)
+
+
+def recover(rooms: Rooms) -> None:
+    """Load every record into the registry, and interrupt the stale tasks (nothing else runs yet)."""
+    loaded = rooms.store.load_all()
+    stale = interrupt_stale(loaded, rooms.settings.kill_grace, rooms.ops)
+    for t in loaded:
+        rooms.records.own(t.id, t)
+    for t in stale:
+        rooms.records.save_now(t.id, t, record_of(t))
+    stale_ids = {t.id for t in stale}
+    with rooms.registry.locked() as tasks:
+        for t in loaded:
+            entry = tasks.add(t)
+            if t.id in stale_ids:
+                tasks.agent.todo_completion(entry)
+            elif t.terminal:
+                tasks.agent.may_hold_todo(entry)
 
 
 def interrupt_stale(tasks: list[Task], kill_grace: float, ops: ProcessOps) -> list[Task]:

@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Protocol
 
-from .process_ops import Leader, LinuxProcessOps, ProcessOps
+from .process_ops import Leader, ProcessOps
 from .processes import MARKER_ENV, ProcInfo, drain_eventfd
 from .reaper import OrphanReaper
 from .store import TaskStore
@@ -53,7 +53,12 @@ MAX_POLL_MS = 3_600_000
 
 
 class RunnerHooks(Protocol):
-    """What the engine does at each step of a task's life (it holds its lock, transitions, persists)."""
+    """What the engine does at each step of a task's life (lifecycle.Lifecycle: the registry's transitions,
+    and the records)."""
+
+    @property
+    def closing(self) -> bool:
+        """Shutdown began: the worker leaves the sweep of leftovers to shutdown's single sweep."""
 
     def on_spawned(self, task: Task, pid: int, started_mono: float) -> None: ...
 
@@ -61,9 +66,11 @@ class RunnerHooks(Protocol):
 
     def on_spawn_failed(self, task: Task, error: str) -> None: ...
 
-    def on_deadline(self, task: Task) -> bool: ...
+    def on_deadline(self, task: Task, kill_at: float) -> bool:
+        """The timeout passed: True if the task is now stopping (SIGTERM, SIGKILL at `kill_at`)."""
 
-    def on_leader_exited(self, task: Task) -> None: ...
+    def on_leader_exited(self, task: Task, exited_at: float) -> bool:
+        """The leader exited (unreaped): True if a stop was asked (the worker sweeps what it left)."""
 
     def on_ended(self, task: Task, status: int, rusage: Rusage, duration: float, leftovers: list[ProcInfo],
                  failure: str | None = None) -> None: ...
@@ -110,10 +117,9 @@ class TaskRunner:
     so the worker re-evaluates."""
 
     def __init__(self, task: Task, store: TaskStore, reaper: OrphanReaper, hooks: RunnerHooks,
-                 kill_grace: float, subreaper: bool, launcher: Launcher, pool: WorkerPool,
-                 ops: ProcessOps | None = None):
+                 kill_grace: float, subreaper: bool, launcher: Launcher, pool: WorkerPool, ops: ProcessOps):
         self.task = task
-        self.ops: ProcessOps = ops or LinuxProcessOps()
+        self.ops = ops
         self.procs = TaskProcesses(task, self.ops, reaper, subreaper, kill_grace)
         self.store = store
         self.reaper = reaper
@@ -284,10 +290,8 @@ class TaskRunner:
             os.close(pidfd)
         # A readable pidfd means the leader has exited; it stays an unreaped zombie (its group id ours) until
         # the wait4 below, after the sweep.
-        self.hooks.on_leader_exited(task)
-        stopping = bool(task.kill_signal or task.timed_out)
-        closing = getattr(self.hooks, "closing", False)
-        leftovers = self.procs.sweep(exited_at, wake, closing) if stopping else []
+        stopping = self.hooks.on_leader_exited(task, exited_at)
+        leftovers = self.procs.sweep(exited_at, wake, self.hooks.closing) if stopping else []
         status, usage = self.ops.reap(proc)
         self.reaper.drop_leader(pid)
         peak = usage.ru_maxrss * 1024
@@ -312,7 +316,7 @@ class TaskRunner:
         daemons). Searched before the end is recorded, so the answer and the todo that report the end name
         them; they are only reported (kill stops them). As a subreaper with no orphan at all there is nothing
         to search: anything of the task that outlived its shell would have been re-parented to us."""
-        if getattr(self.hooks, "closing", False) or (self.subreaper and self.ops.orphans(exited_at) == []):
+        if self.hooks.closing or (self.subreaper and self.ops.orphans(exited_at) == []):
             return []
         found = self.procs.find(group=False, fresh_after=exited_at)
         if found:
@@ -350,7 +354,7 @@ class TaskRunner:
                 hard_deadline = None
                 deadline = None
             elif deadline is not None and now >= deadline:
-                if self.hooks.on_deadline(task):
+                if self.hooks.on_deadline(task, deadline + self.kill_grace):
                     self.procs.signal(signal.SIGTERM)
                 hard_deadline = deadline + self.kill_grace
                 deadline = None

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from common.call_progress import NO_PROGRESS, Cancellation
 from common.notices import Notices
@@ -26,12 +25,12 @@ from . import inline_wait
 from . import output_views as ov
 from .answers import Answers
 from .arguments import EngineError, check_wait_for, check_wait_seconds
-from .entry import TaskEntry, TaskTable
+from .entry import TaskEntry
 from .keys import key_bytes
 from .output_views.line_index import number_hits
 from .output_views.reading import LINE_CAP, open_output, shown_text
+from .registry import TaskRegistry
 from .task_input import NULL, PIPE, TTY, InputClosed, TaskInput
-from .todo_rules import TodoRules
 from .views import TaskView
 from .wait_progress import WaitTelling
 
@@ -74,7 +73,7 @@ def check_send(text: object, keys: object, enter: object, eof: object, wait_seco
                wait_cap: float) -> SendRequest:
     """The bytes of one send, or a refusal naming the field and what to do."""
     if text is None and keys is None and not eof and enter is not True:
-        raise EngineError("text: nothing to send; give text (a line to type), keys (e.g. [\"ctrl-c\"]) or eof: true")
+        raise EngineError("send: nothing to send; give text (a line to type), keys (e.g. [\"ctrl-c\"]) or eof: true")
     if text is not None and not isinstance(text, str):
         raise EngineError("text: must be a string")
     for field, value in (("enter", enter), ("eof", eof)):
@@ -138,65 +137,78 @@ def prompt_watches(entry: TaskEntry, sources: list[ov.Source], pattern: str, fro
     return [(entry.id, PromptWatch(src, pattern, 0 if from_start else _size(src.path))) for src in sources]
 
 
-class Sender:
-    """`send`: the checks, the write, the wait and the answer's view (taking the engine's lock itself)."""
+def output_sources(answers: Answers, entry: TaskEntry) -> list[ov.Source]:
+    sources = answers.sources(entry.id)
+    return sources[:1] if entry.task.stdin == TTY else sources  # a terminal's output is all in .out
 
-    def __init__(self, tasks_changed: threading.Condition, table: TaskTable, answers: Answers,
-                 todo_rules: TodoRules, slots: WaitSlots, wait_cap: float):
-        self.tasks_changed = tasks_changed
-        self.table = table
+
+def wait_for_watches(answers: Answers, entries: list[TaskEntry], pattern: str, from_start: bool) -> list:
+    """`wait_for` of a run or a status: each stream from the files' start (a task `run` just created) or their
+    ends; a task that takes input also by its unfinished last line (a prompt)."""
+    plain = [e for e in entries if e.task.stdin == NULL]
+    watches: list = inline_wait.watches_for(plain, answers.sources, pattern, from_start)
+    for e in entries:
+        if e.task.stdin != NULL:
+            watches += prompt_watches(e, output_sources(answers, e), pattern, from_start)
+    return watches
+
+
+class Sender:
+    """`send`: the checks, the write, the wait and the answer's view (taking the registry's lock itself)."""
+
+    def __init__(self, registry: TaskRegistry, answers: Answers, slots: WaitSlots, wait_cap: float):
+        self.registry = registry
         self.answers = answers
-        self.todo_rules = todo_rules
         self.slots = slots
         self.wait_cap = wait_cap
 
     def send(self, task_id: str, text: object = None, keys: object = None, enter: object = None, eof: object = None,
              wait_seconds: object = None, wait_for: object = None, client_gone: Callable[[], bool] = never_gone,
-             operator: bool = False, cancel: Cancellation | None = None, progress=NO_PROGRESS) -> SendOutcome:
+             operator: bool = False, cancel: Cancellation | None = None, progress: Any = NO_PROGRESS) -> SendOutcome:
         req = check_send(text, keys, enter, eof, wait_seconds, wait_for, self.wait_cap)
-        with self.tasks_changed:
-            entry = self.table.get_locked(task_id)
-            handle = self._input_locked(entry, req)
-            entry.inline_waiters += 1  # its end, if it comes during the wait, is this answer's (no todo)
+        with self.registry.locked() as tasks:
+            entry = tasks.get(task_id)
+            handle = self._input(entry, req)
+            tasks.agent.wait_inline([entry])  # its end, if it comes during the wait, is this answer's (no todo)
         sources = self.sources(entry)
         offsets = {src.stream: _size(src.path) for src in sources}
         accepted, closed = _write(handle, req)
         watches = ([(entry.id, PromptWatch(src, req.wait_for, offsets[src.stream])) for src in sources]
                    if req.wait_for else [])
         matched, waited, skipped = self._wait(entry, req, watches, client_gone, operator, cancel, progress)
-        self.todo_rules.flush()
-        with self.tasks_changed:
-            view = self.table.view_locked(entry.id)  # no tails: the output since the write is the answer's
+        with self.registry.locked() as tasks:
+            view = tasks.view(entry.id)  # no tails: the output since the write is the answer's
         output = ov.tail(sources, starts=offsets, budget=SEND_BUDGET)
         if not operator and not client_gone():
-            self._move_cursor_locked_out(entry, offsets, output)
+            with self.registry.locked() as tasks:
+                tasks.agent.moved_on(entry, offsets, output.read_to)
         return SendOutcome(view, len(req.data), accepted, req.eof and closed is None, closed, output, req.window,
                            waited, req.wait_for, matched, skipped, self.answers.notices)
 
-    def _input_locked(self, entry: TaskEntry, req: SendRequest) -> TaskInput:
+    @staticmethod
+    def _input(entry: TaskEntry, req: SendRequest) -> TaskInput:
         """The task's input handle, or the refusal that says why it takes none and what to do."""
         task = entry.task
         if task.stdin == NULL:
             raise EngineError(f"id: task {task.id!r} was started with stdin \"null\" and reads no input; run it again "
                               f"with stdin: \"pipe\" (plain input) or stdin: \"tty\" (a terminal, for prompts and REPLs)")
-        if task.terminal:
-            raise EngineError(f"id: task {task.id!r} has ended (status={task.state}); nothing reads its input any "
+        if task.ended:
+            raise EngineError(f"id: task {task.id!r} has ended (status={task.shown_state}); nothing reads its input any "
                               f"more. status(id=\"{task.id}\") shows its output")
         if req.keyed and task.stdin == PIPE:
             raise EngineError(f"keys: task {task.id!r} reads a pipe, not a terminal; control keys need stdin: \"tty\" "
                               "(send text, or eof: true to end its input)")
         handle = entry.runner.input if entry.runner is not None else None
         if handle is None:
-            raise EngineError(f"id: task {task.id!r} is {task.state} and has not started yet; send once it runs "
+            raise EngineError(f"id: task {task.id!r} is {task.shown_state} and has not started yet; send once it runs "
                               f"(status(id=\"{task.id}\", wait_seconds=5))")
         return handle
 
     def sources(self, entry: TaskEntry) -> list[ov.Source]:
-        sources = self.answers.sources(entry.id)
-        return sources[:1] if entry.task.stdin == TTY else sources  # a terminal's output is all in .out
+        return output_sources(self.answers, entry)
 
     def _wait(self, entry: TaskEntry, req: SendRequest, watches: list, client_gone: Callable[[], bool],
-              operator: bool, cancel: Cancellation | None, progress) -> tuple[ov.Line | None, float, bool]:
+              operator: bool, cancel: Cancellation | None, progress: Any) -> tuple[ov.Line | None, float, bool]:
         """As an inline wait of `status`: until the end, a match, a cancel or the window; the end is this
         answer's (progress as a status wait gives it)."""
         start = time.monotonic()
@@ -206,25 +218,15 @@ class Sender:
                 with self.slots.held() as free:
                     skipped = not free
                     if free:
-                        telling = (WaitTelling(self.tasks_changed, [entry], lambda _: self.sources(entry),
+                        telling = (WaitTelling(self.registry, [entry], lambda _: self.sources(entry),
                                                req.wait_for, time.monotonic) if progress.wanted else None)
-                        matched, _ = inline_wait.wait_any(self.tasks_changed, [entry], req.window.seconds,
+                        matched, _ = inline_wait.wait_any(self.registry, [entry], req.window.seconds,
                                                           time.monotonic, watches, first_recheck=SEND_RECHECK_FIRST,
                                                           cancel=cancel, progress=progress, telling=telling)
         finally:
-            with self.tasks_changed:
-                entry.inline_waiters -= 1
-                if entry.task.terminal:
-                    self.todo_rules.hand_over_locked(entry, (lambda: True) if operator else client_gone)
+            with self.registry.locked() as tasks:
+                tasks.agent.done_waiting([entry], False, (lambda: True) if operator else client_gone)
         return matched, time.monotonic() - start, skipped
-
-    def _move_cursor_locked_out(self, entry: TaskEntry, offsets: dict[str, int], output: ov.View) -> None:
-        """The agent has now seen each stream to where this answer read it, if it had seen it up to the write
-        (else new_only would lose what came between)."""
-        with self.tasks_changed:
-            for stream, start in offsets.items():
-                if entry.seen_to.get(stream, 0) >= start and stream in output.read_to:
-                    entry.seen_to[stream] = output.read_to[stream]
 
 
 def _write(handle: TaskInput, req: SendRequest) -> tuple[int, str | None]:

@@ -15,22 +15,31 @@ from typing import Any
 
 from .states import (
     ACTIVE,
+    ALIVE,
     DONE,
+    ENDED,
+    ENDING,
+    EXITED,
     INTERRUPTED,
     KILLED,
     PENDING,
     RUNNING,
+    SHOWN,
+    STARTING,
     STATE_ORDER,
     STATES,
+    STOPPING,
+    SWEEPING,
     TASK_STATES,
     TERMINAL,
     TIMED_OUT,
     BadTransition,
+    shown_as,
 )
 
-__all__ = ["ACTIVE", "BadTransition", "DONE", "INTERRUPTED", "KILLED", "PENDING", "RUNNING", "STATES", "STATE_ORDER",
-           "TERMINAL", "TIMED_OUT", "Rusage", "Task", "TaskResult", "end_state", "exit_status", "signal_name",
-           "transition"]
+__all__ = ["ACTIVE", "ALIVE", "BadTransition", "DONE", "ENDED", "ENDING", "EXITED", "INTERRUPTED", "KILLED", "PENDING",
+           "RUNNING", "SHOWN", "STARTING", "STATES", "STATE_ORDER", "STOPPING", "SWEEPING", "TERMINAL", "TIMED_OUT",
+           "Rusage", "Stop", "Task", "TaskResult", "end_state", "exit_status", "signal_name", "transition"]
 
 
 @dataclass
@@ -61,6 +70,19 @@ class TaskResult:
     signal: str | None = None
     rusage: Rusage | None = None
     note: str | None = None  # why it ended the way it did, in a few words (kill, timeout, restart)
+    # done, timed_out, killed or interrupted: what the task becomes once this result is on disk. Not written
+    # into the result's own record: the record's `state` says it.
+    state: str | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Stop:
+    """A stop asked of a running task: the signal its group got, when (monotonic), and the deadline after
+    which whatever is left gets SIGKILL (None: no deadline while its shell runs; a graceful kill waits for it)."""
+
+    signal: str
+    asked_at: float
+    deadline: float | None = None
 
 
 @dataclass
@@ -82,12 +104,27 @@ class Task:
     kill_signal: str | None = None  # set when a kill was asked while running: the end counts as killed
     timed_out: bool = False  # set when the deadline passed: the end counts as timed_out
     stdin: str = "null"  # "null" (/dev/null), "pipe" or "tty": what `send` can write to (task_input.py)
-    # Runtime-only (not persisted): monotonic start, for live durations.
+    # Runtime-only (not persisted, see RUNTIME_FIELDS): monotonic start, for live durations; the stop asked.
     started_mono: float | None = field(default=None, repr=False, compare=False)
+    stop: Stop | None = field(default=None, repr=False, compare=False)
 
     @property
     def terminal(self) -> bool:
+        """Ended, and the end is on disk."""
         return self.state in TERMINAL
+
+    @property
+    def ended(self) -> bool:
+        """Its end is decided (its record may still be being written: `ending`)."""
+        return self.state in ENDED
+
+    @property
+    def shown_state(self) -> str:
+        """What a record or an answer says: one of the six shown states."""
+        if self.state == ENDING:
+            assert self.result is not None and self.result.state is not None
+            return self.result.state
+        return shown_as(self.state)
 
     @property
     def pgid(self) -> int | None:
@@ -96,34 +133,46 @@ class Task:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Task:
-        """Rebuild a record written by `records.record_of`; unknown keys (from a newer version) are ignored."""
-        names = {f.name for f in dataclasses.fields(cls)} - {"started_mono", "result"}
+        """Rebuild a record written by `store.record_of`; unknown keys (from a newer version) are ignored."""
+        names = {f.name for f in dataclasses.fields(cls)} - RUNTIME_FIELDS - {"result"}
         task = cls(**{k: v for k, v in data.items() if k in names})
-        if task.state not in STATES:
+        if task.state not in SHOWN:
             raise ValueError(f"state: unknown task state {task.state!r}")
         raw = data.get("result")
         if raw is not None:
             usage = raw.get("rusage")
-            rnames = {f.name for f in dataclasses.fields(TaskResult)} - {"rusage"}
+            rnames = {f.name for f in dataclasses.fields(TaskResult)} - {"rusage", "state"}
             task.result = TaskResult(**{k: v for k, v in raw.items() if k in rnames})
+            task.result.state = task.state if task.state in TERMINAL else None
             if usage is not None:
                 task.result.rusage = Rusage(**usage)
         return task
 
 
-def transition(task: Task, new_state: str, result: TaskResult | None = None) -> None:
-    """Move `task` to `new_state` if states.TASK_STATES allows it; a terminal state must come with its result.
+RUNTIME_FIELDS = frozenset({"started_mono", "stop"})  # a Task's fields that no record holds
 
-    The only place a task's state is written. The caller holds the engine's lock and notifies waiters
-    afterwards; this function only guards the edge.
+
+def transition(task: Task, new_state: str, result: TaskResult | None = None) -> None:
+    """Move `task` to `new_state` if states.TASK_STATES allows it. `ending` comes with the result (whose
+    `state` says the end); `ending` -> that end takes none; a terminal state reached directly (a restart's
+    `interrupted`) comes with its result too.
+
+    The only place a task's state is written. The caller holds the registry's lock (registry.py), which
+    notifies waiters; this function only guards the edge.
     """
     TASK_STATES.check(task.state, new_state, who=task.id)
-    if new_state in TERMINAL:
+    if new_state == ENDING or (new_state in TERMINAL and task.state != ENDING):
         if result is None:
             raise BadTransition(f"bash task {task.id}: {new_state} needs a result")
+        if new_state in TERMINAL:
+            result.state = new_state
+        if result.state not in TERMINAL:
+            raise BadTransition(f"bash task {task.id}: {new_state} needs a result saying how it ended")
         task.result = result
     elif result is not None:
-        raise BadTransition(f"bash task {task.id}: {new_state} is not terminal and takes no result")
+        raise BadTransition(f"bash task {task.id}: {new_state} takes no result")
+    elif new_state in TERMINAL and task.result is not None and task.result.state != new_state:
+        raise BadTransition(f"bash task {task.id}: ended as {task.result.state}, not {new_state}")
     task.state = new_state
 
 

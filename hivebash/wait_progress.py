@@ -10,9 +10,9 @@ size until the count catches up) and the last few KiB of the stream written last
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from common.call_progress import MESSAGE_CHARS
 from common.humanize import human_bytes, one_line
@@ -22,6 +22,9 @@ from . import output_views as ov
 from . import task as T
 from .entry import TaskEntry
 from .output_views.reading import open_output
+
+if TYPE_CHECKING:
+    from .registry import TaskRegistry
 
 COUNT_BUDGET = 8 << 20  # bytes a message reads at most to count lines
 LAST_LINE_BYTES = 4096  # how far back from a stream's end its last line is looked for
@@ -94,11 +97,12 @@ def human_span(seconds: float) -> str:
 
 
 class WaitTelling:
-    """The progress messages of one inline wait on `entries` (tasks_changed is taken briefly for their states)."""
+    """The progress messages of one inline wait on `entries` (the registry's lock is taken briefly for their
+    states)."""
 
-    def __init__(self, cond: threading.Condition, entries: list[TaskEntry], sources: Callable[[str], list[ov.Source]],
+    def __init__(self, registry: TaskRegistry, entries: list[TaskEntry], sources: Callable[[str], list[ov.Source]],
                  wait_for: str | None, clock: Callable[[], float]):
-        self.cond, self.entries, self.wait_for, self.clock = cond, entries, wait_for, clock
+        self.registry, self.entries, self.wait_for, self.clock = registry, entries, wait_for, clock
         self.streams = [_Stream(e.id, src) for e in entries for src in sources(e.id)]
         self._states: list[str] = []
         self._buf = bytearray(1 << 16)
@@ -107,16 +111,16 @@ class WaitTelling:
     def news(self) -> bool:
         """Whether a stream grew or a task changed state since the last look."""
         grew = [s.look() for s in self.streams]
-        with self.cond:
-            states = [e.task.state for e in self.entries]
+        with self.registry.locked():
+            states = [e.task.shown_state for e in self.entries]
         changed, self._states = states != self._states, states
         return any(grew) or changed
 
     def message(self) -> str:
         """One line under 200 characters: what it waits for, the state and running time, the output so far
         and its last line."""
-        with self.cond:
-            tasks = [(e.id, e.task.state, e.task.started_mono) for e in self.entries]
+        with self.registry.locked():
+            tasks = [(e.id, e.task.shown_state, e.task.started_mono) for e in self.entries]
         counted = all([s.count(self._buf) for s in self.streams])
         parts = [f"waiting for /{one_line(self.wait_for, 40)}/"] if self.wait_for else []
         parts.append(self._states_text(tasks))

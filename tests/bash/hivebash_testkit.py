@@ -23,6 +23,30 @@ def settings(tmp_path, **overrides):
     return BashSettings(**base)
 
 
+def task_ids(engine):
+    """The ids the engine's registry holds."""
+    with engine.registry.locked() as tasks:
+        return [e.id for e in tasks.entries()]
+
+
+def shell_exited(engine, task_id):
+    """True while the task's shell has exited and its worker looks at or stops what it left."""
+    with engine.registry.locked() as tasks:
+        return tasks.get(task_id).task.state in ("exited", "sweeping")
+
+
+def ended_in_memory(engine, task_id):
+    """The task's end is decided (its terminal record may still be being written)."""
+    with engine.registry.locked() as tasks:
+        return tasks.get(task_id).task.ended
+
+
+def wait_idle(engine, timeout):
+    """Wait until no task is pending or running and every end is on disk."""
+    with engine.registry.locked() as tasks:
+        return tasks.wait(lambda: all(e.task.terminal for e in tasks.entries()), timeout)
+
+
 def marked_processes(marker_prefix=""):
     """Live (non-zombie) processes whose HIVE_BASH_TASK starts with `marker_prefix`."""
     found = []

@@ -7,7 +7,7 @@ import os
 import threading
 
 import pytest
-from hivebash_testkit import marked_processes, wait_until
+from hivebash_testkit import ended_in_memory, marked_processes, shell_exited, task_ids, wait_idle, wait_until
 
 from hivebash.engine import EngineError, UnknownTask
 from hivebash.views import facts_line
@@ -38,7 +38,7 @@ def test_a_background_task_that_ends_at_once_gets_only_its_completion_todo(engin
     """The "running" todo waits until the task has run for RUNNING_RECORD_DELAY: a task that ends sooner
     would have it replaced a moment later (two harness requests for one notice)."""
     tid = engine.run("true", wait_seconds=0).view.task.id
-    assert engine.wait_idle(10)
+    assert wait_idle(engine, 10)
     calls = todos.for_key(tid)
     assert [c[0] for c in calls] == ["upsert"] and "status=done exit_code=0" in calls[0][2]
 
@@ -47,7 +47,7 @@ def test_background_task_gets_running_todo_then_completion_then_status_clears_it
     out = engine.run("sleep 0.3; echo done", wait_seconds=0)
     tid = out.view.task.id
     assert out.view.task.state in ("pending", "running")
-    assert engine.wait_idle(10)
+    assert wait_idle(engine, 10)
     calls = todos.for_key(tid)
     assert [c[0] for c in calls] == ["upsert", "upsert"]
     assert "running" in calls[0][2] or "queued" in calls[0][2]
@@ -216,7 +216,7 @@ def test_list_newest_first_with_filter_and_limit(engine):
 def test_retention_prunes_oldest_finished_tasks_with_their_files(make_engine):
     engine = make_engine(keep_tasks=2)
     ids = [engine.run(f"echo {i}", wait_seconds=10).view.task.id for i in range(4)]
-    assert wait_until(lambda: sorted(engine.task_ids()) == sorted(ids[2:]))
+    assert wait_until(lambda: sorted(task_ids(engine)) == sorted(ids[2:]))
     gone = lambda: not any(n.split(".")[0] in ids[:2] for n in os.listdir(engine.store.dir))  # noqa: E731
     assert wait_until(gone)
     names = os.listdir(engine.store.dir)
@@ -254,11 +254,11 @@ BAD_RUNS = [
 
 @pytest.mark.parametrize("kwargs,field", BAD_RUNS, ids=[f"{i}-{b[1]}" for i, b in enumerate(BAD_RUNS)])
 def test_bad_run_input_is_refused_and_changes_nothing(engine, todos, kwargs, field):
-    before = (sorted(os.listdir(engine.store.dir)), engine.task_ids())
+    before = (sorted(os.listdir(engine.store.dir)), task_ids(engine))
     with pytest.raises(EngineError) as exc:
         engine.run(**kwargs)
     assert str(exc.value).startswith(field)
-    assert (sorted(os.listdir(engine.store.dir)), engine.task_ids()) == before and todos.calls == []
+    assert (sorted(os.listdir(engine.store.dir)), task_ids(engine)) == before and todos.calls == []
 
 
 @pytest.mark.parametrize("bad", ["nope", "..", "x" * 64, "A", 5])
@@ -306,7 +306,7 @@ def test_force_kill_during_the_grace_escalates_at_once(make_engine):
     marker = engine.status(tid).view.task.marker
     assert wait_until(lambda: engine.status(tid).view.stdout.text == "trapped\n")  # the inner shell's trap is set
     engine.kill(tid)  # the shell dies of SIGINT; what it left ignores SIGINT and SIGTERM: the 20 s grace starts
-    assert wait_until(lambda: engine.shell_exited(tid) or engine.status(tid).view.task.terminal)
+    assert wait_until(lambda: shell_exited(engine, tid) or engine.status(tid).view.task.terminal)
     assert engine.status(tid).view.task.state == "running"
     engine.kill(tid, force=True)
     view = engine.status(tid, wait_seconds=10).view
@@ -327,7 +327,7 @@ def test_a_status_without_a_wait_answers_an_end_once_its_record_is_written(engin
 
     engine.store.save_dict = held_terminal_write
     tid = engine.run("true", wait_seconds=0).view.task.id
-    assert wait_until(lambda: engine.table.get_locked(tid).task.terminal)  # ended in memory, record held back
+    assert wait_until(lambda: ended_in_memory(engine, tid))  # ended in memory, record held back
     answers = []
     asking = threading.Thread(target=lambda: answers.append(engine.status(tid)))
     asking.start()

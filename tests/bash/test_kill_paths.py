@@ -8,7 +8,7 @@ import threading
 
 import pytest
 from fake_ops import RecordingOps
-from hivebash_testkit import settings, wait_until
+from hivebash_testkit import settings, shell_exited, wait_until
 
 from hivebash.engine import Engine
 from hivebash.records import record_of
@@ -95,7 +95,7 @@ def test_force_kill_in_the_grace_escalates_the_sweep_at_once(make_engine, ops):
     pid = start(engine, ops, "t")
     engine.kill("t")  # the leader dies of SIGINT; what it left is stopped with a 30 s grace
     assert ops.wait_for_call(lambda c: c[0] == "stop") == ("stop", left, False)  # the sweep is in its grace
-    assert engine.shell_exited("t")
+    assert shell_exited(engine, "t")
     outcome = engine.kill("t", force=True)
     assert outcome.action == "signalled" and "goes to the processes it left behind" in outcome.message
     task = ended(engine, "t")

@@ -4,7 +4,7 @@ nothing), results carry a stable first line of key=value facts, the tails verbat
 import os
 
 import pytest
-from hivebash_testkit import wait_until
+from hivebash_testkit import task_ids, wait_until
 
 from common.tools import CallContext, ToolArgumentsError
 from hivebash.tools import build_registry
@@ -97,11 +97,11 @@ SCHEMA_ERRORS = [
 
 @pytest.mark.parametrize("tool,args,message", SCHEMA_ERRORS, ids=[f"{i}-{e[0]}" for i, e in enumerate(SCHEMA_ERRORS)])
 def test_bad_arguments_are_refused_by_schema_and_change_nothing(tools, engine, todos, tool, args, message):
-    before = (sorted(os.listdir(engine.store.dir)), engine.task_ids())
+    before = (sorted(os.listdir(engine.store.dir)), task_ids(engine))
     with pytest.raises(ToolArgumentsError) as exc:
         tools.call(tool, args)
     assert message in str(exc.value)
-    assert (sorted(os.listdir(engine.store.dir)), engine.task_ids()) == before and todos.calls == []
+    assert (sorted(os.listdir(engine.store.dir)), task_ids(engine)) == before and todos.calls == []
 
 
 def test_engine_refusals_are_error_results(tools, engine, tmp_path):

@@ -5,6 +5,7 @@ import json
 
 from hivebash_testkit import marked_processes, wait_until
 
+from hivebash.lifecycle import Lifecycle
 from hivebash.runner import TaskRunner
 
 
@@ -30,7 +31,7 @@ def test_a_worker_that_fails_after_the_spawn_stops_the_task_and_says_why(engine,
 
 def test_a_worker_that_fails_when_told_of_the_spawn_still_stops_the_task(engine, monkeypatch):
     """Injected too: the engine's own step right after the spawn raising (the task is still pending then)."""
-    hooks = type(engine.lifecycle)  # what each task's runner reports to
+    hooks = Lifecycle  # what each task's runner reports to
     pids = []
 
     def failing_on_spawned(self, task, pid, started):

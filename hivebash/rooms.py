@@ -1,0 +1,47 @@
+"""`Rooms`: what the verbs (run.py, status.py, kill.py, listing.py, retention.py, recovery.py, shutdown.py)
+work with, built once by the engine. Only `registry` holds tasks; the rest are the rooms around it."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from common.config import BashSettings
+from common.waiting import Doorbell
+
+from .answers import Answers
+from .lifecycle import Lifecycle
+from .process_ops import ProcessOps
+from .reaper import OrphanReaper
+from .records import RecordWriter
+from .registry import TaskRegistry
+from .spares import SpareFiles
+from .store import TaskStore
+
+
+@dataclass
+class Rooms:
+    settings: BashSettings
+    store: TaskStore
+    records: RecordWriter
+    registry: TaskRegistry
+    lifecycle: Lifecycle
+    answers: Answers
+    spares: SpareFiles
+    ops: ProcessOps
+    reaper: OrphanReaper
+    wake: Doorbell  # rung by task ends and new orphan watches; must take no lock
+    subreaper: bool
+    wait_cap: float
+    default_cwd: str  # a task's cwd when none is given: the daemon's, which never changes
+    # Ids and marker nonces need to be unique, not secret (a marker only names a task's processes to this
+    # daemon). A generator seeded once from the OS makes them without a syscall: getrandom would give up the GIL
+    # on every run() (docs/performance.md).
+    ids: random.Random
+
+    def new_id(self) -> str:
+        return f"{self.ids.getrandbits(32):08x}"
+
+    def our_markers(self) -> set[str]:
+        with self.registry.locked() as tasks:
+            return {e.task.marker for e in tasks.entries()}
