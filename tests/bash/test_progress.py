@@ -125,9 +125,9 @@ def test_the_message_of_a_wait_on_several_tasks(engine):
 
     engine.run("echo one; sleep 30", name="a", wait_seconds=0)
     engine.run("sleep 0.5; printf 'x\\ny\\n' >&2; sleep 30", name="b", wait_seconds=0)
-    with engine.tasks_changed:
-        entries = [engine.table.get_locked("a"), engine.table.get_locked("b")]
-    telling = WaitTelling(engine.tasks_changed, entries, engine.answers.sources, None, time.monotonic)
+    with engine.registry.locked() as tasks:
+        entries = [tasks.get("a"), tasks.get("b")]
+    telling = WaitTelling(engine.registry, entries, engine.rooms.answers.sources, None, time.monotonic)
     wait_until(lambda: telling.news() and "3 lines" in telling.message(), 10, "both tasks' output")
     message = telling.message()
     assert message.startswith("first of 2 to end: 2 running · 3 lines · last (b): \"y\""), message
