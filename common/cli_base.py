@@ -10,6 +10,7 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
@@ -153,11 +154,15 @@ class DaemonClient:
         from common.mcp_client import McpClientError, call_tool
 
         self._say_waiting(wait)
+        live = LiveLine() if wait >= WAIT_WORTH_SAYING and sys.stderr.isatty() else None
         try:
             result = call_tool(self.url, tool, {k: v for k, v in arguments.items() if v is not None},
-                               token=self.token, timeout=self.timeout + wait)
+                               token=self.token, timeout=self.timeout + wait, on_progress=live)
         except McpClientError as exc:
             fail(self.prog, str(exc), EXIT_UNREACHABLE)
+        finally:
+            if live is not None:
+                live.clear()
         if result.is_error:
             if as_json:
                 click.echo(json.dumps({"error": result.text.strip()}, indent=2))
@@ -172,6 +177,24 @@ class DaemonClient:
             click.echo(f"{self.prog}: waiting up to {wait:g} s for the result (Ctrl-C stops waiting, not the task)",
                        err=True)
             self._said_waiting = True
+
+
+class LiveLine:
+    """One line of stderr rewritten in place with a waiting call's latest progress (a terminal only)."""
+
+    def __init__(self) -> None:
+        self.shown = False
+
+    def __call__(self, message: str) -> None:
+        width = shutil.get_terminal_size((80, 24)).columns - 1
+        sys.stderr.write("\r\x1b[K" + message[:width])
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
 
 
 def _read_token(path: Path) -> str:

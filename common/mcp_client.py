@@ -7,6 +7,7 @@ speaks the stateless revision directly with `http.client`. The official client s
 import http.client
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,9 +30,10 @@ class ToolCallResult:
 
 
 def call_tool(url: str, name: str, arguments: dict[str, Any], *, token: str | None = None, timeout: float = 60.0,
-              operator: bool = True) -> ToolCallResult:
+              operator: bool = True, on_progress: Callable[[str], None] | None = None) -> ToolCallResult:
     """Call one tool, asking for structured data; raise McpClientError when there is no tool result.
-    `operator=False` calls as the agent would (the docs' examples show what the model reads)."""
+    `operator=False` calls as the agent would (the docs' examples show what the model reads). With
+    `on_progress`, a waiting call's progress messages are handed to it as they come (the answer streams)."""
     meta = {
         "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -40,6 +42,8 @@ def call_tool(url: str, name: str, arguments: dict[str, Any], *, token: str | No
     }
     if operator:
         meta[OPERATOR_META_KEY] = True  # the operator's look must not clear the agent's todos (common.mcp_methods)
+    if on_progress is not None:
+        meta["progressToken"] = "cli"
     body = {"jsonrpc": "2.0", "id": next(_ids), "method": "tools/call", "params": {"name": name, "arguments": arguments, "_meta": meta}}
     headers = {
         "Content-Type": "application/json",
@@ -50,7 +54,7 @@ def call_tool(url: str, name: str, arguments: dict[str, Any], *, token: str | No
     }
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    status, payload = _post(url, json.dumps(body).encode(), headers, timeout)
+    status, payload = _post(url, json.dumps(body).encode(), headers, timeout, on_progress)
     if "error" in payload:
         err = payload["error"]
         raise McpClientError(f"{name}: {err.get('message', 'error')} (JSON-RPC {err.get('code')}, HTTP {status})")
@@ -59,7 +63,8 @@ def call_tool(url: str, name: str, arguments: dict[str, Any], *, token: str | No
     return ToolCallResult(text=text, data=result.get("structuredContent") or {}, is_error=bool(result.get("isError")))
 
 
-def _post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int, dict[str, Any]]:
+def _post(url: str, body: bytes, headers: dict[str, str], timeout: float,
+          on_progress: Callable[[str], None] | None = None) -> tuple[int, dict[str, Any]]:
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         raise McpClientError(f"url {url!r}: must look like http://127.0.0.1:7711/mcp")
@@ -67,7 +72,10 @@ def _post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> tup
     try:
         conn.request("POST", parts.path or "/mcp", body=body, headers=headers)
         response = conn.getresponse()
-        raw = response.read()
+        if response.getheader("Content-Type", "").startswith("text/event-stream"):
+            raw = _last_event(response, on_progress or (lambda message: None))
+        else:
+            raw = response.read()
     except (OSError, http.client.HTTPException) as exc:
         raise McpClientError(f"cannot reach {url}: {exc} (is the daemon running?)") from None
     finally:
@@ -81,3 +89,20 @@ def _post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> tup
     if not isinstance(payload, dict):
         raise McpClientError(f"{url}: unexpected answer (HTTP {response.status})")
     return response.status, payload
+
+
+def _last_event(response: http.client.HTTPResponse, on_progress: Callable[[str], None]) -> bytes:
+    """Read a streamed answer: each progress message to `on_progress` as it arrives; the response's bytes."""
+    last = b""
+    while line := response.readline():
+        if not line.startswith(b"data: "):
+            continue
+        try:
+            message = json.loads(line[6:])
+        except ValueError:
+            continue
+        if isinstance(message, dict) and message.get("method") == "notifications/progress":
+            on_progress(str((message.get("params") or {}).get("message", "")))
+        else:
+            last = line[6:]
+    return last

@@ -250,3 +250,13 @@ def test_a_huge_progress_token_is_answered_without_a_stream(echo_daemon):
     body, headers = _modern_call("tick", {"count": 2}, {"progressToken": "t" * 300})
     head, _, payload = _raw_exchange(echo_daemon.url, body, {**headers, "Accept": BOTH}).partition(b"\r\n\r\n")
     assert b"application/json" in head and json.loads(payload)["result"]["content"][0]["text"] == "ticked=2"
+
+
+def test_the_operator_clients_call_reads_a_streamed_answer(echo_daemon):
+    """common.mcp_client (the operator CLIs' client) with on_progress: each message as it comes, then the result."""
+    from common.mcp_client import call_tool
+
+    seen = []
+    result = call_tool(echo_daemon.url, "tick", {"count": 3, "gap": 0.05}, on_progress=seen.append)
+    assert seen == ["tick 1 of 3", "tick 2 of 3", "tick 3 of 3"] and result.text == "ticked=3"
+    assert call_tool(echo_daemon.url, "tick", {"count": 2}).text == "ticked=2"  # no callback: a plain call
