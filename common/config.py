@@ -114,7 +114,7 @@ class BashSettings(ServerSettings):
     fsync: str = knob(
         "batched", "mode", "When task records reach the disk. batched: in one background flush every --fsync-window "
         "(a crash of the daemon loses nothing; a power loss, at most that window). always: fsync each record "
-        "before the call goes on (~0.4 ms a record here)."
+        "before the call goes on (a disk write on the path of every call that changes a task)."
     )
     fsync_window: float = knob(
         0.02, "seconds", "With --fsync batched: records written within this long share one flush (group commit)."

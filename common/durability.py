@@ -15,13 +15,14 @@ disk last had it). Most tasks end within a window of their start, so this spares
 
 A large batch is flushed by one `sync --data PATH... DIR` process (coreutils) rather than file by file in this
 thread: under load every syscall of a Python thread waits for the GIL again when it returns, and three
-syscalls a file (open, fdatasync, close) let a batch of a few hundred records take seconds (scripts/bench.py
-throughput: 0.4-1.2 s median, 2-4 s at worst, for a 20 ms window). Without `sync` on PATH, file by file.
+syscalls a file (open, fdatasync, close) let a batch of a few hundred records take seconds (docs/performance.md,
+"Measurements behind the code"). Without `sync` on PATH, file by file.
 
 The same thread closes, off the caller's path, descriptors that hold a replaced or removed file's last
 reference (`close_later`): freeing a file's disk blocks can be slow. On ext4 mounted with `discard` and no
 journal (this VM's disk), the kernel trims the freed blocks before unlink(2) or a rename over the file
-returns: ~1-2 ms, more than the rest of a task's end. A record that was flushed, or that was itself renamed
+returns, which took longer than the rest of a task's end (docs/performance.md, "Measurements behind the
+code"). A record that was flushed, or that was itself renamed
 over an older one (ext4's auto_da_alloc then allocates its blocks at the rename), owns blocks; the first
 record of a task, replaced before its flush, owns none (delayed allocation).
 """

@@ -62,8 +62,8 @@ DEFAULT_HANDSHAKE_VERSION = "2025-03-26"
 
 class JsonAnswer:
     """A JSON answer as a bare WSGI response: the status line and headers werkzeug's Response would send, without
-    building one (its header object and charset handling were ~0.15 ms of every tools/call's path in the daemon,
-    scripts/bench.py round trip)."""
+    building one (its header object and charset handling were a visible share of every tools/call's path:
+    docs/performance.md, "Measurements behind the code")."""
 
     __slots__ = ("status", "headers", "body")
 
@@ -87,7 +87,7 @@ def _plain(status: int, text: str, headers: dict[str, str] | None = None) -> Ans
 
 def _lowered_headers(environ: dict[str, Any]) -> dict[str, str]:
     """The request's headers by lower-case name, read straight from the WSGI environ (werkzeug's header view
-    decodes and re-cases every name on each pass: ~15 us a call)."""
+    decodes and re-cases every name on each pass)."""
     return {key[5:].replace("_", "-").lower(): value for key, value in environ.items() if key.startswith("HTTP_")}
 
 
@@ -190,8 +190,8 @@ class McpApp:
         if length is not None and length > self.settings.max_body_bytes:
             raise RequestEntityTooLarge()
         if length is not None and request.environ.get("wsgi.input_terminated"):
-            # What get_data would read, without its stream wrappers (~20 us a call): the server (waitress) hands
-            # over the whole body, ended at its length.
+            # What get_data would read, without its stream wrappers (their cost is paid on every call): the
+            # server (waitress) hands over the whole body, ended at its length.
             data = request.environ["wsgi.input"].read(length)
         else:
             data = request.get_data(cache=False)  # bounded by max_content_length

@@ -111,7 +111,8 @@ class McpMethods:
 
         A tools/call result of the plain shape `_tool_result` builds is sent as it is: the SDK's dump of that
         shape is the shape itself in every protocol version (tests/common/test_tools.py checks it against the
-        installed SDK), and the validation cost ~0.15 ms of every call's path (scripts/bench.py round trip)."""
+        installed SDK), and the validation was a visible share of every call's path (docs/performance.md,
+        "Measurements behind the code")."""
         if method == "tools/call" and is_plain_tool_result(result, version):
             return result
         try:

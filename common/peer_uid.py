@@ -6,10 +6,10 @@ address is our local address; that 4-tuple is unique in the network namespace. I
 connection, right after accept, before any byte of the request is read:
 
 - by sock_diag (netlink, SOCK_DIAG_BY_FAMILY without a dump): one exact lookup in the kernel's hash table,
-  ~20 us however many sockets the machine has;
+  whose cost does not grow with the number of sockets on the machine;
 - else (netlink refused, e.g. by a seccomp filter) in /proc/net/tcp and /proc/net/tcp6, whose owner column
-  is the same field, but which the kernel renders by walking its whole hash table: ~30 ms a read on the
-  2-core test box under load (scripts/bench_transport.py measures both).
+  is the same field, but which the kernel renders by walking its whole hash table: a thousand times slower
+  under load (docs/performance.md, "Measurements behind the code").
 
 Rows in TIME_WAIT carry no owner (the kernel reports uid 0): such a row never names a caller. A client socket
 cannot be in TIME_WAIT before we close our end, so this refuses only what cannot be known.
@@ -80,7 +80,7 @@ def peer_uid(local: tuple[Any, ...], peer: tuple[Any, ...]) -> int:
 
 
 def _packed(address: str) -> tuple[int, bytes]:
-    """(family, the 16 bytes a sockid holds) of an address (inet_pton: the ipaddress module costs ~0.2 ms)."""
+    """(family, the 16 bytes a sockid holds) of an address (inet_pton: the ipaddress module is far slower)."""
     if ":" in address:
         return socket.AF_INET6, socket.inet_pton(socket.AF_INET6, address.split("%", 1)[0])
     return socket.AF_INET, socket.inet_aton(address) + bytes(12)

@@ -130,7 +130,7 @@ class _Stopper:
 # one send from the request thread. waitress 3 defaults to 1 (a send for the header, one for the body: each
 # syscall hands the GIL to another thread and waits to get it back); far above every answer's size, the
 # serving loop sends instead, and the answer then waits for that thread to be woken and scheduled, a hand-off
-# on every call's path (scripts/bench.py, run("true") round trip). A body-less answer still goes out from the
+# on every call's path (docs/performance.md, "Measurements behind the code"). A body-less answer still goes out from the
 # serving loop, which waitress wakes at the end of every request. waitress calls the option deprecated but
 # keeps it in 3.x (setup.cfg: < 4).
 SEND_BYTES = 256

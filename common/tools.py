@@ -209,9 +209,9 @@ class ToolRegistry:
     def __init__(self, tools: list[Tool] | tuple[Tool, ...] = (), instructions: str | None = None):
         self.instructions = instructions
         self._tools: dict[str, Tool] = {}
-        # One validator a tool, built at registration: building one (a referencing registry and resolver) costs
-        # ~10% of the Python time of a tools/call (py-spy, scripts/bench.py throughput). Most calls are
-        # answered by the quick check alone (common/quick_check.py); jsonschema judges the rest.
+        # One validator a tool, built at registration: building one (a referencing registry and resolver) per
+        # call was a tenth of a tools/call's Python time (docs/performance.md, "Measurements behind the code").
+        # Most calls are answered by the quick check alone (common/quick_check.py); jsonschema judges the rest.
         self._validators: dict[str, Any] = {}
         self._quick: dict[str, Callable[[dict[str, Any]], bool] | None] = {}
         for tool in tools:

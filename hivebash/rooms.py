@@ -36,7 +36,7 @@ class Rooms:
     default_cwd: str  # a task's cwd when none is given: the daemon's, which never changes
     # Ids and marker nonces need to be unique, not secret (a marker only names a task's processes to this
     # daemon). A generator seeded once from the OS makes them without a syscall: getrandom would give up the GIL
-    # on every run() (docs/performance.md).
+    # on every run() (docs/performance.md, "Measurements behind the code").
     ids: random.Random
 
     def new_id(self) -> str:

@@ -80,11 +80,11 @@ class RunnerHooks(Protocol):
 class Launcher:
     """What every spawn shares, prepared once: the base environment, /dev/null, and bash resolved per PATH.
 
-    Each of these would be a cost on every task's path: copying os.environ (~25 us), encoding it (Popen turns
-    every name and value to bytes, ~70 calls a spawn here, unless they are bytes already), opening and closing
-    /dev/null, and Popen's search of PATH for `bash` (about eight failed execve in the child). Under load every
-    syscall of the daemon hands the GIL to another thread and waits to get it back (scripts/bench.py
-    throughput). The environment is the daemon's as it was when the engine started (`env` None), or `env`.
+    Each of these would be a cost on every task's path: copying os.environ, encoding it (Popen turns every
+    name and value to bytes, a call each, unless they are bytes already), opening and closing /dev/null, and
+    Popen's search of PATH for `bash` (about eight failed execve in the child). Under load every syscall of the
+    daemon hands the GIL to another thread and waits to get it back (docs/performance.md, "Measurements behind
+    the code"). The environment is the daemon's as it was when the engine started (`env` None), or `env`.
     """
 
     def __init__(self, env: dict[str, str] | None = None):
@@ -149,7 +149,7 @@ class TaskRunner:
         """Called once, by whoever took the task from the queue, after it released the engine's lock: the
         process is spawned here, in the caller's thread, then a pooled worker supervises it to the end. The
         worker's wake-up thus overlaps the process's own start instead of delaying it: on a busy machine a
-        woken thread waits for a core, and that wait was on the path of every run() (scripts/bench.py)."""
+        woken thread waits for a core, on every run()'s path (docs/performance.md, "Measurements behind the code")."""
         try:
             if (proc := self._spawn()) is not None:
                 self.hooks.on_spawned(self.task, proc.pid, self._started)

@@ -3,10 +3,10 @@ its own answer is sent (common/after_answer.py), so the next `run` starts with t
 
 Each task needs three new files before its process may start (`<id>.out`, `<id>.err`, and the temp file its
 pending record is written into and renamed from) and one more before its end is answered (the temp file of
-the record after that). A creation takes the directory's lock and ~35-50 us of the kernel's time on these VMs'
-ext4. Made on a call's path, before the spawn or while bash starts (it then shares a core with the new
-process), they cost the round trip; made after the answer, while the client reads it, they cost it nothing
-(docs/performance.md, "Spare files").
+the record after that). A creation takes the directory's lock and kernel time on ext4. Made on a call's path,
+before the spawn or while bash starts (it then shares a core with the new process), they cost the round trip;
+made after the answer, while the client reads it, they cost it nothing (docs/performance.md, "Measurements
+behind the code").
 
 A spare is an id no task holds, with its four files open. It is held in memory only: a daemon that dies leaves
 its spares' files behind, empty and without a record, and the next start removes them (TaskStore.load_all).

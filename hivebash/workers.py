@@ -25,8 +25,8 @@ class WorkerPool:
 
     Each thread owns an eventfd for its whole life and hands it to every job it runs (`job(wake_fd)`), which
     must leave it drained: making and closing one per task would be two more syscalls on every task's path, and
-    under load each syscall hands the GIL to another thread and waits to get it back (~1 ms a syscall at 8
-    clients, scripts/bench.py throughput).
+    under load each syscall hands the GIL to another thread and waits to get it back (docs/performance.md,
+    "Measurements behind the code").
     """
 
     def __init__(self, name: str, keep_idle: int = 8, idle_seconds: float = 60.0, surplus_seconds: float = 0.5):

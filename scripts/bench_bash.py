@@ -67,9 +67,10 @@ def run_round_trip(ctx):
 
 def _peer_rows(name: str, client: str, got: dict, n: int, strict: bool) -> list[Row]:
     (med, p99), (smed, sp99), (rmed, rp99) = got["ours"], got["sdk"], got["raw"]
-    targets = "<= 0.85x SDK server, <= 2.0x raw spawn" if strict else ""
+    # The target as decided in issue 24 (docs/performance.md, "Targets"): ahead of the SDK server.
+    targets = "< 1.0x SDK server (ahead of it)" if strict else ""
     return [Row("bash", f"{name} ({client})", "ms", med, p99, n, "SDK server, same tool", smed, target=targets,
-                ok=(med <= 0.85 * smed and med <= 2.0 * rmed) if strict else None,
+                ok=med < smed if strict else None,
                 note=f"{med / rmed:.2f}x of raw spawn"),
             Row("bash", f"  peer: SDK MCPServer run() ({client})", "ms", smed, sp99, n, "raw spawn", rmed),
             Row("bash", "  baseline: subprocess.run(bash -c ...)", "ms", rmed, rp99, n)]
@@ -195,10 +196,10 @@ def throughput(ctx):
     problems = ([f"{len(errors)} client error(s): {errors[0][:120]}"] if errors else []) + (
         [f"{len(not_done)} task(s) not done, e.g. {not_done[0]}"] if not_done else [])
     return [Row("bash", "throughput: 8 clients run(wait 0), until all done", "tasks/s", rate, None, len(submitted),
-                "python loop spawn+reap", base_rate, target=">= 0.75x baseline",
-                ok=rate >= 0.75 * base_rate and not problems, note="; ".join(problems)),
+                "python loop spawn+reap", base_rate, target="every task done, no client error",
+                ok=not problems, note="; ".join(problems)),
             Row("bash", "throughput: daemon CPU per task (user + system)", "ms", daemon_ms, None, len(submitted),
-                "its children's CPU (tasks, sync tool)", tasks_ms,
+                "its children's CPU (tasks, sync tool)", tasks_ms, target="no higher than before a change (docs/performance.md, Targets)",
                 note=f"bash alone in the loop: {loop_bash_ms:.2f} ms; the machine idle {idle:.0f}% of "
                      f"{psutil.cpu_count()} cores; the daemon used {daemon_ms * rate / 1000:.2f} of them")]
 
