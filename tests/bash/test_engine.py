@@ -9,6 +9,7 @@ import threading
 import pytest
 from hivebash_testkit import ended_in_memory, marked_processes, shell_exited, task_ids, wait_idle, wait_until
 
+from hivebash import runner
 from hivebash.engine import EngineError, UnknownTask
 from hivebash.views import facts_line
 
@@ -129,6 +130,19 @@ def test_force_kill_and_signal_death_is_named(engine):
     engine.kill(tid, force=True)
     st = engine.status(tid, wait_seconds=10).view
     assert (st.task.state, st.task.result.signal) == ("killed", "SIGKILL")
+
+
+def test_capped_polls_keep_a_task_running_until_its_deadline(engine, monkeypatch):
+    """The worker's poll is capped (runner.MAX_POLL_MS, an hour, since poll() takes an int of ms); with the cap
+    made ~50 ms, a task with a 2 s timeout goes through dozens of capped polls that end with nothing to do:
+    each must loop on, not end the task (early) or give up its deadline (late)."""
+    monkeypatch.setattr(runner, "MAX_POLL_MS", 50)
+    tid = engine.run("sleep 30", timeout_secs=2, wait_seconds=0).view.task.id
+    early = engine.status(tid, wait_seconds=1.2).view  # ~24 capped polls in the worker meanwhile
+    assert early.task.state == "running", early.task
+    ended = engine.status(tid, wait_seconds=20).view
+    assert ended.task.state == "timed_out" and ended.task.result.signal == "SIGTERM", ended.task
+    assert 2.0 <= ended.task.result.duration < 5, "ended at its deadline, not at a capped poll nor much later"
 
 
 def test_timeout_terms_then_kills_after_grace(make_engine):

@@ -242,3 +242,18 @@ def test_tail_of_a_missing_output_file_is_empty(tmp_path):
     view = tail([Source("stdout", str(tmp_path / "nope"))])
     shown = view.data["streams"]["stdout"]
     assert (shown["text"], shown["size"], shown["elided_bytes"]) == ("", 0, 0) and "empty" in view.text
+
+
+@pytest.mark.parametrize("context", [1, 3, 7])
+def test_grep_context_is_exactly_n_lines_each_side_of_a_lone_match(tmp_path, context):
+    """A match far from the file's edges and from any other match: `context` lines before and after it, no
+    more and no fewer (an off-by-one either side would show N-1 or N+1)."""
+    path = tmp_path / "c.out"
+    path.write_text("".join(("HIT here" if i == 50 else f"line {i}") + "\n" for i in range(1, 101)))
+    view = grep([Source("stdout", str(path))], "HIT", context=context)
+    lines = view.data["streams"]["stdout"]["lines"]
+    assert [(line["number"], line["match"]) for line in lines] == [
+        (n, n == 50) for n in range(50 - context, 50 + context + 1)]
+    assert [line["text"] for line in lines] == [("HIT here" if n == 50 else f"line {n}")
+                                                for n in range(50 - context, 50 + context + 1)]
+    assert f"stdout:{50 - context - 1}-" not in view.text and f"stdout:{50 + context + 1}-" not in view.text

@@ -60,7 +60,8 @@ def exchange(url: str, data: bytes, method: str = "POST", timeout: float = 20.0)
 
 def host_of(url: str) -> str:
     parts = urlsplit(url)
-    return f"{parts.hostname}:{parts.port}"
+    host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname  # an IPv6 literal
+    return f"{host}:{parts.port}"
 
 
 def post_json(url: str, body: Any, headers: dict[str, str | None] | None = None, method: str = "POST",

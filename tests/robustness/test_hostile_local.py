@@ -17,20 +17,35 @@ from urllib.parse import urlsplit
 import pytest
 from daemon_harness import start_daemon, wait_until
 from daemons_kit import BASH_DAEMON, BIN, BashDaemon, task_processes
-from robust_kit import META, MODERN, RawResponse, build_request, host_of, post_json, result_text
+from robust_kit import META, MODERN, RawResponse, build_request, host_of, modern_call, post_json, result_text
 
 NOBODY = 65534
 SUBAGENT_DAEMON = BIN / "hive-subagent-daemon"
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another uid (65534) needs root")
 
 
+REFUSAL_SECONDS = 30  # a refusal takes well under a second; this only bounds a daemon that hangs instead
+
+
 def refused_start(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """Run a daemon that is expected to refuse its start: it must exit at once, non-zero, with one clear line."""
-    proc = subprocess.run([*argv, "--port", "0"], capture_output=True, text=True, timeout=60, cwd=cwd,
-                          stdin=subprocess.DEVNULL)
-    assert proc.returncode != 0, f"the daemon started: {proc.stderr[-2000:]}"
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
+    """Run a daemon that is expected to refuse its start: it must exit at once, non-zero, with one clear line.
+    One that starts instead fails the test the moment it says it is ready (its --ready-file), not after a
+    timeout; one that neither exits nor gets ready fails after REFUSAL_SECONDS."""
+    ready = cwd / f"ready-{os.getpid()}-{len(list(cwd.glob('ready-*')))}.json"
+    proc = subprocess.Popen([*argv, "--port", "0", "--ready-file", str(ready)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=cwd, stdin=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: proc.poll() is not None or ready.exists(), REFUSAL_SECONDS,
+                   "the daemon to refuse its start (or to start)")
+        started = ready.exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        stdout, stderr = proc.communicate(timeout=30)
+    assert not started, f"the daemon started (ready at {ready}) instead of refusing: {stderr[-2000:]}"
+    assert proc.returncode != 0, f"the daemon exited 0 without serving: {stderr[-2000:]}"
+    assert "Traceback" not in stderr, stderr
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
 def subagent_argv(state: Path) -> list[str]:
@@ -266,6 +281,26 @@ def test_another_uid_is_refused_by_the_bash_daemon(tmp_path, bash_daemon):
     assert not proof.exists(), "a command ran for uid 65534"
     assert bash_daemon.tasks() == []
     assert "refused a connection from uid 65534" in bash_daemon.daemon.log()
+
+
+@as_nobody
+def test_another_uid_is_refused_over_ipv6_too(tmp_path):
+    """A daemon on --host ::1, called over [::1]: the caller's uid comes from the kernel's table of IPv6
+    sockets, and a foreign one is refused as over IPv4 (a check skipped for IPv6 peers passed every other test)."""
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 in this kernel")
+    proof = tmp_path / "proof"
+    d = BashDaemon(tmp_path, tmp_path / "state", None, extra=["--host", "::1"]).start()
+    try:
+        assert urlsplit(d.url).hostname == "::1", d.url
+        resp = call_as(NOBODY, d.url, "run", {"cmd": f"id -u > {proof}", "wait_seconds": 5})
+        assert resp.status == 403 and b"uid 65534" in resp.body, (resp.status, resp.body)
+        assert not proof.exists(), "a command ran for uid 65534"
+        assert "refused a connection from uid 65534" in d.daemon.log()
+        own = modern_call(d.url, "tools/call", {"name": "list", "arguments": {}})
+        assert own.status == 200, ("the daemon's own uid is served over IPv6", own.status, own.body)
+    finally:
+        d.stop()
 
 
 @as_nobody

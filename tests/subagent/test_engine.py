@@ -61,6 +61,27 @@ def test_default_trigger_and_model_flag(engine_factory, fake_claude_bin, fake_en
     assert call["argv"][call["argv"].index("--model") + 1] == "claude-haiku-4-5"
 
 
+def test_the_budget_reaches_claude_on_start_and_continue(engine_factory, fake_claude_bin, fake_env, prompt_file,
+                                                         tmp_path):
+    """max_budget_usd goes to claude as --max-budget-usd on start and on continue; the daemon's default when the
+    call gives none, and no flag when neither does (claude then has no budget of its own)."""
+    engine, todos = engine_factory(fake_claude_bin, fake_env, max_budget_usd=0.75)
+    engine.start("delta", str(prompt_file), max_budget_usd=1.5)
+    todos.wait_upserts("delta")
+    engine.continue_("delta", "again")
+    todos.wait_upserts("delta", 2)
+    engine.start("epsilon", str(prompt_file))
+    todos.wait_upserts("epsilon")
+    calls = fake_log(tmp_path)
+    budgets = [c["argv"][c["argv"].index("--max-budget-usd") + 1] if "--max-budget-usd" in c["argv"] else None
+               for c in calls]
+    assert [float(b) for b in budgets] == [1.5, 0.75, 0.75], budgets
+    bare, bare_todos = engine_factory(fake_claude_bin, fake_env)
+    bare.start("zeta", str(prompt_file))
+    bare_todos.wait_upserts("zeta")
+    assert "--max-budget-usd" not in fake_log(tmp_path)[-1]["argv"]
+
+
 def test_continue_resumes_by_id_and_counts_cost(engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path):
     engine, todos = engine_factory(fake_claude_bin, fake_env)
     first = engine.start("gamma", str(prompt_file), trigger="one")
