@@ -175,3 +175,26 @@ def test_a_reader_that_never_reads_costs_the_slot_for_the_window_only(bash_daemo
         assert "status=done" in listing.content[0].text, listing.content[0].text
     finally:
         slow.close()
+
+
+def test_a_large_output_is_shown_by_size_until_its_lines_are_counted(engine, monkeypatch):
+    """A message reads at most COUNT_BUDGET to count lines: a bigger output is shown by its size, then by its
+    count once the later messages have read it all (never a whole GiB in one look)."""
+    from hivebash import wait_progress
+    from hivebash.wait_progress import WaitTelling
+
+    monkeypatch.setattr(wait_progress, "COUNT_BUDGET", 1 << 20)
+    engine.run("seq 1 300000; echo 'last line here'; sleep 30", name="big", wait_seconds=0)  # ~2 MiB
+    with engine.registry.locked() as tasks:
+        entries = [tasks.get("big")]
+    telling = WaitTelling(engine.registry, entries, engine.rooms.answers.sources, None, time.monotonic)
+    def written() -> bool:
+        telling.news()  # looks at the file's size
+        return telling.streams[0].size >= 1_988_910  # seq's 1,988,895 bytes and the last line
+
+    wait_until(written, 10, "all of the output")
+    first = telling.message()
+    assert "MiB of output" in first and first.endswith('last: "last line here"'), first
+    second = telling.message()
+    assert "300,001 lines" in second, second
+    engine.kill("big", force=True)
