@@ -276,7 +276,7 @@ class SubagentEngine:
         ours = self.table.ended_turn_of(t)
         work = None
         if with_work and (ours is None or ours.work is None):
-            found = read_turn_work(t.path, self.workdir)
+            found = read_turn_work(t.path, self.workdir, self.sessions.turn_start(t.path))
             work = None if found is None else found.as_dict()
         return views.transcript_view(t, self.settings.result_chars, other, ours, work)
 

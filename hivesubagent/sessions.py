@@ -149,6 +149,10 @@ class SessionStore:
         """The summary of one transcript, brought up to date by reading only what was appended."""
         return self.index.summary(path)
 
+    def turn_start(self, path: str | Path) -> int:
+        """The offset of the last turn's prompt in a transcript read before (0 when not known: read it all)."""
+        return self.index.turn_start(path) or 0
+
     def _named(self, archived: bool = False) -> list[tuple[str, str]]:
         """(path, name) of every named transcript; what is remembered of vanished files is dropped."""
         files = self._files(archived=archived)

@@ -130,6 +130,13 @@ class TranscriptIndex:
             assert entry.reader is not None, "a full refresh reads the whole transcript"
             return entry.reader.snapshot(entry.mark.mtime_ns / 1e9)
 
+    def turn_start(self, path: str | Path) -> int | None:
+        """Where the last turn's prompt line starts in the transcript, as its last summary found it (None:
+        not known); what reads only the last turn starts there."""
+        with self._lock:
+            entry = self._entries.get(os.fspath(path))
+            return None if entry is None else entry.turn_start
+
     def forget_except(self, paths: set[str]) -> None:
         """Drop what is remembered of files no longer in the folder (archived, deleted)."""
         with self._lock:

@@ -117,6 +117,17 @@ def test_daemon_end_to_end(daemon_factory, claude_bin, real_env, prompt_file, tm
     after = json.loads(run_cli("status", "job", "--json", env=env).stdout)
     assert after["session_id"] == before["session_id"] and after["turns"] == 3
     assert after["last_turn"]["result_text"] == "back after restart"
+    # status waits from the command line too: one name, several (with --all), the caps of a turn
+    waited = run_cli("status", "job", "--wait", "5", env=env)
+    assert waited.returncode == 0 and waited.stdout.rstrip().endswith("not running: nothing to wait for"), waited.stdout
+    several = run_cli("status", "job", "job", env=env)
+    assert several.returncode == 1 and "names: must not name the same item twice" in several.stderr
+    capped = run_cli("continue", "job", "job-4 MOCK:reply=capped", "--max-turns", "3", "--timeout-minutes", "0.5",
+                     "--json", env=env)
+    assert capped.returncode == 0 and json.loads(capped.stdout)["max_turns"] == 3
+    assert json.loads(capped.stdout)["timeout_minutes"] == 0.5
+    both = run_cli("status", "job", "other", "--wait", "30", "--all", env=env)
+    assert both.returncode == 1 and "names: no session named 'other'" in both.stderr
 
 
 def test_log_and_list_read_transcripts_without_a_daemon(tmp_path):

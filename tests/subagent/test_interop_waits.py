@@ -42,9 +42,14 @@ def held_turns(engine, mock_api, prompt_file, *names: str) -> None:
 
 
 def test_a_wait_on_two_ends_when_the_first_ends(engine_factory, claude_bin, real_env, prompt_file, mock_api):
-    engine, todos = engine_factory(claude_bin, real_env)
+    engine, todos = engine_factory(claude_bin, real_env, max_running=2)
     tools = build_registry(engine)
     held_turns(engine, mock_api, prompt_file, "wa", "wb")
+    # a third is refused, and the refusal says what to do: the very wait below
+    refused = tools.call("start", {"name": "wc", "prompt_file": str(prompt_file)})
+    assert refused.is_error and refused.text == (
+        'refused: max_running=2 sessions are already running (wa, wb). Wait for one to end with '
+        'status(names=["wa", "wb"], wait_seconds=30), then start again; or interrupt one of them')
     call = Call(tools, "status", {"names": ["wa", "wb"], "wait_seconds": 45})
     call.start()
     mock_api.release("wb")
