@@ -105,7 +105,7 @@ class WaitTelling:
         self.registry, self.entries, self.wait_for, self.clock = registry, entries, wait_for, clock
         self.streams = [_Stream(e.id, src) for e in entries for src in sources(e.id)]
         self._states: list[str] = []
-        self._buf = bytearray(1 << 16)
+        self._buf: bytearray | None = None  # made by the first message: a wait that ends sooner never needs it
         self.news()
 
     def news(self) -> bool:
@@ -121,6 +121,7 @@ class WaitTelling:
         and its last line."""
         with self.registry.locked():
             tasks = [(e.id, e.task.shown_state, e.task.started_mono) for e in self.entries]
+        self._buf = self._buf or bytearray(1 << 16)
         counted = all([s.count(self._buf) for s in self.streams])
         parts = [f"waiting for /{one_line(self.wait_for, 40)}/"] if self.wait_for else []
         parts.append(self._states_text(tasks))
