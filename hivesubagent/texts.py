@@ -184,7 +184,9 @@ def render_waited(view: dict[str, Any]) -> str:
     """`status(name, wait_seconds=N)`: the session as status shows it, then how the wait went and what next."""
     name, wait = view["name"], view["wait"]
     again = f'status(name="{name}", wait_seconds=30)'
-    if wait["skipped"]:
+    if view.get("started_by"):
+        note = f"run by {view['started_by']}: this daemon cannot wait for it"
+    elif wait["skipped"]:
         note = _busy_note(again)
     elif view.get("running"):
         note = f"still running after waiting {wait['waited']:.1f}s: {again} waits again; interrupt(name=\"{name}\") stops it"

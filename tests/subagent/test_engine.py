@@ -289,6 +289,12 @@ def test_a_claude_this_daemon_did_not_start_blocks_the_session(engine_factory, f
     assert (seen["state"], seen["running"], seen["pid"]) == ("running", True, me.pid)
     listed = next(s for s in engine.status()["sessions"] if s["name"] == "shared")
     assert (listed["state"], listed["pid"]) == ("running", me.pid)
+    # a wait on it says it cannot wait for another process's turn, at once
+    from hivesubagent.tools import build_registry
+
+    waited = build_registry(engine).call("status", {"name": "shared", "wait_seconds": 30})
+    assert waited.text.splitlines()[-1].endswith("run by another claude process, not this daemon: this daemon cannot wait for it")
+    assert waited.data["wait"]["waited"] < 1
     with pytest.raises(SubagentError, match="running in another claude process"):
         engine.start("shared", str(prompt_file))
     # a stale record (a start time that is not this pid's) is ignored
