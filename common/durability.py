@@ -76,6 +76,7 @@ class Flusher:
         self._flushed_upto = 0  # of those, how many are on the disk (what `wait_flushed` watches)
         self._thread: threading.Thread | None = None
         self._directory_fd: int | None = None
+        self._directory_stale = False  # directory_replaced: reopen it before the next flush of its entries
 
     def before_rename(self, fd: int) -> None:
         """The file's data is written; in `always` mode it is flushed now, before its name is published."""
@@ -226,8 +227,17 @@ class Flusher:
             log.error("flushing %d files to disk failed in part: %s", len(paths), "; ".join(failures)[:500])
         return []
 
+    def directory_replaced(self) -> None:
+        """The directory was removed and made again: its entries are flushed through a new descriptor (the
+        thread that uses the old one closes it, at its next batch)."""
+        self._directory_stale = True  # a flag, read without the lock (_sync_directory may run under it)
+
     def _sync_directory(self) -> None:
         try:
+            stale, self._directory_stale = self._directory_stale, False
+            if stale and self._directory_fd is not None:
+                os.close(self._directory_fd)
+                self._directory_fd = None
             if self._directory_fd is None:  # opened once: two syscalls fewer a batch
                 fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
                 if self._closing:  # the last flushes: nobody would close it

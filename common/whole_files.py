@@ -78,7 +78,8 @@ def reserve(fd: int, size: int) -> None:
         raise OSError(code, os.strerror(code))
 
 
-def free_bytes(fd: int) -> int:
-    """Bytes this process may still write on the file system of `fd` (root may use the reserved blocks too)."""
-    info = os.fstatvfs(fd)
+def free_bytes(where: int | str) -> int:
+    """Bytes this process may still write on the file system of `where` (a path or a descriptor; root may use
+    the blocks reserved for it too). One statvfs."""
+    info = os.statvfs(where)
     return (info.f_bfree if os.geteuid() == 0 else info.f_bavail) * info.f_frsize

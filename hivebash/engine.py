@@ -72,12 +72,17 @@ class Engine:
                                 subreaper, ops),
             answers=Answers(registry, self.store, ops, self.slots, self.notices, settings.tail_bytes),
             spares=self.spares, ops=ops, reaper=reaper, wake=wake, subreaper=subreaper, wait_cap=wait_cap,
-            default_cwd=os.getcwd(), ids=random.Random(secrets.randbits(128)))
+            default_cwd=os.getcwd(), ids=random.Random(secrets.randbits(128)), todos=self.todo_calls.todos)
         self.registry = registry
         self.sender = Sender(registry, self.rooms.answers, self.slots, wait_cap)
         self.housekeeper = retention.Housekeeper(wake, reaper, subreaper, self.rooms.our_markers,
-                                                 lambda by_age: retention.prune(self.rooms, by_age),
+                                                 self._housekeep,
                                                  lambda: registry.closing)
+
+    def _housekeep(self, by_age: bool) -> None:
+        retention.prune(self.rooms, by_age)
+        if by_age:  # the full pass, every 30 s
+            self.rooms.lifecycle.retry_unsaved()
 
     @property
     def todos(self) -> Todos:

@@ -33,6 +33,9 @@ class TaskEntry:
     # `run` answered "started": the "running" todo goes out if the task still runs after
     # runner.RUNNING_RECORD_DELAY (Lifecycle.on_still_running); one that ends sooner gets only its completion.
     running_todo_due: bool = False
+    # Why its terminal record could not be written (a full disk): every answer and the todo say so, and the
+    # housekeeper tries again (Lifecycle.retry_unsaved). None: its end is saved, or it has not ended.
+    unsaved: str | None = None
 
     @property
     def id(self) -> str:

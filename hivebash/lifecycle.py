@@ -8,10 +8,13 @@ disk).
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+from pathlib import Path
 
 from common.config import BashSettings
+from common.humanize import human_bytes
 from common.waiting import Doorbell
 
 from .arguments import EngineError
@@ -22,10 +25,23 @@ from .records import RecordWriter, record_of
 from .registry import Ended, TaskRegistry
 from .runner import Launcher, TaskRunner
 from .spares import Spare
-from .task import Rusage, Task
+from .task import Rusage, Task, exit_status
 from .workers import WorkerPool
 
 log = logging.getLogger(__name__)
+
+
+def _refusal(directory: Path, exc: OSError) -> str:
+    if exc.errno == errno.ENOSPC:
+        return (f"cmd: not run: the state disk is full ({exc.strerror}): {directory} has no room for the task's "
+                "record and its end. Free space there (old tasks' output files), then run it again")
+    return f"cmd: cannot create the task's files in {directory}: {exc.strerror or exc}"
+
+
+def _full_note(free: int | None) -> str | None:
+    if free is None:
+        return None
+    return f"the state disk is full ({human_bytes(free)} free): its output may be cut short (No space left on device)"
 
 
 class Lifecycle:
@@ -55,30 +71,48 @@ class Lifecycle:
 
     def write_pending(self, task: Task, spare: Spare | None = None) -> tuple[int, int]:
         """Files and the pending record, written outside the lock (status/kill/list never wait on this
-        fsync) but before the task is queued, so no later record of it can be overtaken by this one. Owning
-        the id first waits for a write of a finished task of that name still in progress. `spare`: the task's
-        files, made ahead (spares.py)."""
-        outputs: tuple[int, int] | None = (spare.out, spare.err) if spare is not None else None
-        next_tmp = spare.next_tmp if spare is not None else None  # until RecordWriter holds it
+        fsync) but before the task is queued, so no later record of it can be overtaken by this one; with
+        room for the task's end reserved, or the run is refused whole. `spare`: the task's files, made ahead
+        (spares.py). A bash-tasks/ removed under the daemon is made again and the files made there."""
         try:
-            self.records.own(task.id, task)
-            if outputs is None:  # no spare
-                outputs = self.store.prepare(task.id)
-            self.records.save_now(task.id, task, record_of(task), spare.record_tmp if spare is not None else None)
-            if next_tmp is not None:
-                self.records.made_next(task.id, next_tmp)
-            return outputs
+            try:
+                return self._files_and_pending(task, spare)
+            except FileNotFoundError:  # bash-tasks/ removed: made again now, or earlier (with the spare in it)
+                repaired = self.store.repair()
+                if not repaired and spare is None:
+                    raise
+                if repaired:
+                    self.rewrite_records()
+                return self._files_and_pending(task, None)
         except BaseException as exc:
-            for fd in outputs or ():
-                os.close(fd)
-            if next_tmp is not None:  # (its file is removed with the other temp files at the next start)
-                os.close(next_tmp[0])
             self.records.own(task.id, None)
             with self.registry.locked() as tasks:
                 tasks.unreserve(task.id)
             if isinstance(exc, OSError):
-                raise EngineError(f"cmd: cannot create the task's files in {self.store.dir}: {exc.strerror or exc}") from None
+                raise EngineError(_refusal(self.store.dir, exc)) from None
             raise
+
+    def _files_and_pending(self, task: Task, spare: Spare | None) -> tuple[int, int]:
+        """Owning the id first waits for a write of a finished task of that name still in progress."""
+        outputs: tuple[int, int] | None = (spare.out, spare.err) if spare is not None else None
+        try:
+            self.records.own(task.id, task)
+            if outputs is None:  # no spare
+                outputs = self.store.prepare(task.id)
+            self.records.save_pending(task.id, record_of(task), spare.record_tmp if spare is not None else None,
+                                      spare.next_tmp if spare is not None else None)
+            return outputs
+        except BaseException:
+            for fd in outputs or ():
+                os.close(fd)
+            raise
+
+    def rewrite_records(self) -> None:
+        """Write every known task's record again (bash-tasks/ was made again: a crash must still find them)."""
+        with self.registry.locked() as tasks:
+            records = [(e.task, record_of(e.task)) for e in tasks.entries()]
+        for task, record in records:
+            self.persist(task, record)
 
     # ----- the workers' hooks ----------------------------------------------------------------------------
 
@@ -96,13 +130,30 @@ class Lifecycle:
         if record is not None:
             self.persist(task, record)
 
-    def persist(self, task: Task, record: dict) -> None:
-        """Write a record now, in order with the task's other records; a failing disk must not stop the
-        task's life cycle (it is logged, and the state stays right in memory)."""
+    def persist(self, task: Task, record: dict, terminal: bool = False) -> str | None:
+        """Write a record now, in order with the task's other records (a `terminal` one into the room reserved
+        at its start); a failing disk must not stop the task's life cycle: it is logged, and the reason is
+        returned (an end that is not saved is said by its answers and todo: TaskEntry.unsaved)."""
         try:
-            self.records.save_now(task.id, task, record)
+            try:
+                self.records.save_now(task.id, task, record, terminal)
+            except FileNotFoundError:  # bash-tasks/ removed under us (its reserved temp file with it)
+                self.store.repair()
+                self.records.save_now(task.id, task, record)
         except OSError as exc:
             log.error("cannot write the record of task %s: %s", task.id, exc)
+            return exc.strerror or str(exc)
+        return None
+
+    def retry_unsaved(self) -> None:
+        """Try again to save the ends that could not be saved (the housekeeper's full pass, every 30 s)."""
+        with self.registry.locked() as tasks:
+            records = [(e, record_of(e.task)) for e in tasks.entries() if e.unsaved]
+        for entry, record in records:
+            unsaved = self.persist(entry.task, record, terminal=True)
+            with self.registry.locked() as tasks:
+                if tasks.current(entry.task) is entry:
+                    entry.unsaved = unsaved
 
     def on_spawn_failed(self, task: Task, error: str) -> None:
         with self.registry.locked() as tasks:
@@ -121,8 +172,12 @@ class Lifecycle:
     def on_ended(self, task: Task, status: int, rusage: Rusage, duration: float, leftovers: list[ProcInfo],
                  failure: str | None = None) -> None:
         """`failure`: the worker could not supervise the task and stopped it (runner._stop_after_failure)."""
+        code, signalled = exit_status(status)
+        # A program that cannot write its output fails (echo, cat, yes: exit 1): only then is the disk looked
+        # at (one statvfs), so a task that succeeded costs nothing more.
+        full = self.store.room.disk_full() if code or signalled else None
         with self.registry.locked() as tasks:
-            ended = tasks.ended(task, status, rusage, duration, leftovers, failure)
+            ended = tasks.ended(task, status, rusage, duration, leftovers, failure, _full_note(full))
         self.record_ends([ended])
 
     # ----- the end ---------------------------------------------------------------------------------------
@@ -131,8 +186,10 @@ class Lifecycle:
         """Write the terminal record of each task now `ending`, then tell the registry it is on disk (its
         waiters wake, its completion todo is decided, the next queued task starts)."""
         for task, entry, record in ended:
-            self.persist(task, record)
+            unsaved = self.persist(task, record, terminal=True)
             with self.registry.locked() as tasks:
+                if entry is not None:
+                    entry.unsaved = unsaved  # said by every answer and the todo; retry_unsaved saves it later
                 tasks.recorded(task, entry, self.runner_for)
                 prune = tasks.finished_count() > self.settings.keep_tasks
             if prune or self.reaper.knows_any:  # otherwise the housekeeper would wake to find nothing to do

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .end_room import Temp
 from .store import TaskStore, unlink_missing_ok
 from .task import RUNTIME_FIELDS, Task
 
@@ -65,7 +66,7 @@ class RecordWriter:
         self._writes_changed = threading.Condition(threading.Lock())  # guards _owner and _busy
         self._owner: dict[str, object] = {}
         self._busy: set[str] = set()  # ids whose record is being written or deleted right now
-        self._made: dict[str, tuple[int, str]] = {}  # id -> temp file made ahead for its next record
+        self._made: dict[str, Temp] = {}  # id -> temp file made ahead (room reserved) for its terminal record
 
     def own(self, task_id: str, owner: object | None) -> None:
         """Only `owner`'s records are written as `task_id` from now on (None: nobody's)."""
@@ -81,8 +82,8 @@ class RecordWriter:
             os.close(made[0])
             unlink_missing_ok(made[1])
 
-    def made_next(self, task_id: str, made: tuple[int, str]) -> None:
-        """An empty temp file (fd, path) for the next record of `task_id`, made ahead (spares.py)."""
+    def made_next(self, task_id: str, made: Temp) -> None:
+        """An empty temp file for the terminal record of `task_id`, made ahead with its room reserved."""
         with self._writes_changed:
             old, self._made[task_id] = self._made.get(task_id), made
         if old is not None:
@@ -102,14 +103,13 @@ class RecordWriter:
             self._done(task_id)
         return True
 
-    def save_now(self, task_id: str, owner: object, record: dict, made: tuple[int, str] | None = None) -> None:
-        """Write `record` (temp, rename) unless `owner` no longer owns the id. Raises OSError. `made`: a temp
-        file made beforehand (TaskStore.save_dict), consumed either way; else the one `made_next` left, if any."""
+    def save_now(self, task_id: str, owner: object, record: dict, terminal: bool = False) -> None:
+        """Write `record` (temp, rename) unless `owner` no longer owns the id. Raises OSError. A `terminal`
+        record goes into the temp file reserved for it (`save_pending`), if there is one."""
         with self._writes_changed:
             while task_id in self._busy:
                 self._writes_changed.wait()
-            if made is None:
-                made = self._made.pop(task_id, None)
+            made = self._made.pop(task_id, None) if terminal else None
             if self._owner.get(task_id) is not owner:
                 if made is not None:  # (its name is left for the next create_fresh of that path)
                     os.close(made[0])
@@ -119,6 +119,17 @@ class RecordWriter:
             self.store.save_dict(task_id, record, made)
         finally:
             self._done(task_id)
+
+    def save_pending(self, task_id: str, record: dict, made: Temp | None, end: Temp | None) -> None:
+        """The pending record of the id's new owner (`own` was just called), with the room for its end reserved
+        (TaskStore.save_pending); `made` and `end` are consumed either way."""
+        with self._writes_changed:
+            self._claim(task_id)
+        try:
+            reserved = self.store.save_pending(task_id, record, made, end)
+        finally:
+            self._done(task_id)
+        self.made_next(task_id, reserved)
 
     def _claim(self, task_id: str) -> None:
         while task_id in self._busy:

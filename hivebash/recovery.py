@@ -25,13 +25,12 @@ def recover(rooms: Rooms) -> None:
     stale = interrupt_stale(loaded, rooms.settings.kill_grace, rooms.ops)
     for t in loaded:
         rooms.records.own(t.id, t)
-    for t in stale:
-        rooms.records.save_now(t.id, t, record_of(t))
-    stale_ids = {t.id for t in stale}
+    unsaved = {t.id: rooms.lifecycle.persist(t, record_of(t), terminal=True) for t in stale}  # a full disk: said
     with rooms.registry.locked() as tasks:
         for t in loaded:
             entry = tasks.add(t)
-            if t.id in stale_ids:
+            if t.id in unsaved:
+                entry.unsaved = unsaved[t.id]
                 tasks.agent.todo_completion(entry)
             elif t.terminal:
                 tasks.agent.may_hold_todo(entry)
@@ -44,11 +43,21 @@ def interrupt_stale(tasks: list[Task], kill_grace: float, ops: ProcessOps) -> li
     alive = _stop_stale_processes(stale, kill_grace, ops) if stale else set()
     now = time.time()
     for t in stale:
-        # A pending record whose processes were found alive ran: its running record was still queued.
-        ran = t.pid is not None or t.marker in alive
-        note = "interrupted: the daemon stopped while the task was " + ("running" if ran else "pending")
-        T.transition(t, T.INTERRUPTED, TaskResult(ended_at=now, duration=None, note=note))  # pending | running -> interrupted
+        T.transition(t, T.INTERRUPTED, TaskResult(ended_at=now, duration=None, note=_note(t, t.marker in alive)))  # pending | running -> interrupted
     return stale
+
+
+def _note(task: Task, alive: bool) -> str:
+    """What is known, and only that: the state its last saved record holds (a later one, even an end, may not
+    have been saved: a full disk), and whether processes of it were still running."""
+    saved = task.shown_state
+    if alive:
+        return (f"interrupted: the daemon stopped while the task was running (its last saved record said {saved}); "
+                "its processes were stopped at the restart")
+    if saved == T.RUNNING:
+        return "interrupted: the daemon stopped while the task was running (its end, if it came, was not saved)"
+    return ("interrupted: the daemon stopped while the task was pending, as last saved (it may have run since; "
+            "no end of it was saved)")
 
 
 def _stop_stale_processes(stale: list[Task], kill_grace: float, ops: ProcessOps) -> set[str]:

@@ -185,7 +185,7 @@ class LockedTasks:
         position = None
         if task.state in (T.PENDING, T.STARTING):
             position = self.queue.index(entry) + 1 if task.state == T.PENDING else 0
-        return TaskView(snap, duration, position, leftovers=[p.pid for p in entry.leftovers])
+        return TaskView(snap, duration, position, leftovers=[p.pid for p in entry.leftovers], unsaved=entry.unsaved)
 
     def wait(self, predicate: Callable[[], bool], seconds: float) -> bool:
         """Wait (the lock is released meanwhile) until `predicate()` or `seconds` pass; the predicate."""
@@ -262,9 +262,10 @@ class LockedTasks:
         return False
 
     def ended(self, task: Task, status: int, rusage: T.Rusage, duration: float, leftovers: list[ProcInfo],
-              failure: str | None) -> Ended:
+              failure: str | None, disk_note: str | None = None) -> Ended:
         """The worker saw the end (reaped): -> ending; the caller writes the record, then calls `recorded`.
-        `failure`: the worker could not supervise the task and stopped it (runner._stop_after_failure)."""
+        `failure`: the worker could not supervise the task and stopped it (runner._stop_after_failure);
+        `disk_note`: the state disk was full at the end (Lifecycle.on_ended), added to the note."""
         code, signalled = T.exit_status(status)
         note: str | None
         if self.closing:
@@ -273,6 +274,8 @@ class LockedTasks:
             state, note = T.KILLED, f"killed: {failure}"
         else:
             state, note = T.end_state(task, signalled)
+        if disk_note is not None:
+            note = f"{note}; {disk_note}" if note else disk_note
         ended = self._ending(task, TaskResult(ended_at=time.time(), duration=duration, exit_code=code,
                                               signal=signalled, rusage=rusage, note=note, state=state))
         if leftovers and ended.entry is not None:

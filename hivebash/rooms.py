@@ -7,6 +7,7 @@ import random
 from dataclasses import dataclass
 
 from common.config import BashSettings
+from common.todos import Todos
 from common.waiting import Doorbell
 
 from .answers import Answers
@@ -38,6 +39,7 @@ class Rooms:
     # daemon). A generator seeded once from the OS makes them without a syscall: getrandom would give up the GIL
     # on every run() (docs/performance.md, "Measurements behind the code").
     ids: random.Random
+    todos: Todos  # the engine's (common/todos): for the outbox's repair after a run's answer
 
     def new_id(self) -> str:
         return f"{self.ids.getrandbits(32):08x}"

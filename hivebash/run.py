@@ -98,6 +98,7 @@ def _queue(rooms: Rooms, task: Task, outputs: tuple[int, int], waits: bool) -> t
             os.close(fd)
     if spare_id is not None:
         after_answer(lambda: rooms.spares.make(spare_id))
+    after_answer(rooms.todos.repair)  # todos/ removed under the daemon: made again, off every call's path
     if ended is not None:
         rooms.lifecycle.record_ends([ended])
     return entry, spawning

@@ -3,10 +3,10 @@ its own answer is sent (common/after_answer.py), so the next `run` starts with t
 
 Each task needs three new files before its process may start (`<id>.out`, `<id>.err`, and the temp file its
 pending record is written into and renamed from) and one more before its end is answered (the temp file of
-the record after that). A creation takes the directory's lock and kernel time on ext4. Made on a call's path,
-before the spawn or while bash starts (it then shares a core with the new process), they cost the round trip;
-made after the answer, while the client reads it, they cost it nothing (docs/performance.md, "Measurements
-behind the code").
+its terminal record, with the disk blocks that record needs reserved: its end is recorded on a full disk). A
+creation takes the directory's lock and kernel time on ext4. Made on a call's path, before the spawn or while
+bash starts (it then shares a core with the new process), they cost the round trip; made after the answer,
+while the client reads it, they cost it nothing (docs/performance.md, "Measurements behind the code").
 
 A spare is an id no task holds, with its four files open. It is held in memory only: a daemon that dies leaves
 its spares' files behind, empty and without a record, and the next start removes them (TaskStore.load_all).
@@ -19,6 +19,7 @@ import logging
 import threading
 from dataclasses import dataclass
 
+from .end_room import Temp
 from .store import TaskStore
 
 log = logging.getLogger(__name__)
@@ -31,11 +32,11 @@ class Spare:
     id: str
     out: int  # open for appending, like TaskStore.prepare's
     err: int
-    record_tmp: tuple[int, str]  # the pending record's temp file, open for writing, and its path
-    next_tmp: tuple[int, str]  # the next record's (RecordWriter.made_next)
+    record_tmp: Temp  # the pending record's temp file, open for writing
+    next_tmp: Temp  # the terminal record's, its room reserved (TaskStore.save_pending)
 
     def fds(self) -> tuple[int, ...]:
-        return self.out, self.err, self.record_tmp[0], self.next_tmp[0]
+        return self.out, self.err, self.record_tmp.fd, self.next_tmp.fd
 
 
 class SpareFiles:
@@ -72,9 +73,7 @@ class SpareFiles:
         """Make the spare of a reserved id. Never raises: a failure only means a later run makes its own files."""
         spare = None
         try:
-            out, err, tmp, next_tmp = self.store.make_spare(task_id)
-            paths = self.store.temp_paths(task_id)
-            spare = Spare(task_id, out, err, (tmp, paths[0]), (next_tmp, paths[1]))
+            spare = Spare(task_id, *self.store.make_spare(task_id))
         except OSError as exc:  # taken on disk (a record unreadable at start), or a full disk: no spare this time
             log.debug("no spare files for %s: %s", task_id, exc)
         except Exception:  # a bug: logged, and the reservation goes all the same (else no spare is ever made again)

@@ -1,9 +1,14 @@
 """Task records and output files on disk: `<state>/bash-tasks/<id>.{out,err,json}`.
 
 - Directories are 0700 and files 0600: task output can hold secrets.
-- A record is replaced atomically at every change of state: written to a temp file, renamed over the old
-  one. A crash leaves either the old record or the new one, never a torn one. When it reaches the disk (at
-  once, or in the next group flush a few ms later) is the `Flusher`'s business (common/durability.py).
+- A record is replaced atomically at every change of state: written whole to a temp file
+  (common/whole_files.py), renamed over the old one. A crash leaves either the old record or the new one,
+  never a torn one. When it reaches the disk (at once, or in the next group flush a few ms later) is the
+  `Flusher`'s business (common/durability.py).
+- A task's end can be recorded on a full disk: when its pending record is written, the temp file of its
+  terminal record gets the disk blocks it will need, reserved ahead (`save_pending`; a spare's is reserved
+  when the spare is made). A `run` whose record or end does not fit is refused whole.
+- A `bash-tasks/` removed under the daemon is made again (`repair`), checked as at start.
 - Every write of one task id goes through `records.RecordWriter`, which orders them (see there for who
   writes which record when, and what a crash at each point leaves on disk).
 - Output files are written by the task's own processes (the daemon only opens them), so nothing is lost
@@ -21,8 +26,10 @@ from pathlib import Path
 from common.durability import ALWAYS, FLUSHED, Flusher
 from common.names import check_name
 from common.safe_files import NOFOLLOW, create_fresh, open_own, read_own
-from common.state_dir import SHARED_DIR_MODE
+from common.state_dir import SHARED_DIR_MODE, remake_dir
+from common.whole_files import discard_temp, write_all
 
+from .end_room import SPARE_END_ROOM, EndRoom, Temp, end_need
 from .task import Task
 
 log = logging.getLogger(__name__)
@@ -32,8 +39,6 @@ FILE_MODE = 0o600
 SHARED_FILE_MODE = 0o640
 RECORD_VERSION = 1
 _TMP_SUFFIX = ".tmp"
-
-
 @dataclass(frozen=True)
 class Tail:
     """The end of one output file, decoded for reading."""
@@ -83,10 +88,11 @@ class TaskStore:
         self.dir = self.state_dir / "bash-tasks"
         self._dir = str(self.dir)
         self.file_mode = SHARED_FILE_MODE if shared else FILE_MODE
-        dir_mode = SHARED_DIR_MODE if shared else DIR_MODE
+        self.dir_mode = dir_mode = SHARED_DIR_MODE if shared else DIR_MODE
         for d in (self.state_dir, self.dir):
             d.mkdir(mode=dir_mode, parents=True, exist_ok=True)
         os.chmod(self.dir, dir_mode)
+        self.room = EndRoom(self._dir)  # for each task's end (end_room.py)
         self.flusher = Flusher(self.dir, fsync, fsync_window)
         # Per id whose record exists: the flusher's ticket of its last write, or FLUSHED when its blocks are
         # allocated anyway (loaded at start, or renamed over an older record). See _hold_if_owning_blocks.
@@ -132,20 +138,22 @@ class TaskStore:
             os.close(out)
             raise
 
-    def make_spare(self, task_id: str) -> tuple[int, int, int, int]:
+    def make_spare(self, task_id: str) -> tuple[int, int, Temp, Temp]:
         """A spare's files (spares.py): fresh output files, as `prepare` makes them for a fresh id, and two
-        temp files, for its pending record and for the record after it; all open. Raises FileExistsError if
-        the id has files already."""
+        temp files, for its pending record and for its end (with SPARE_END_ROOM reserved); all open. Raises
+        FileExistsError if the id has files already, ENOSPC when the end's room cannot be had."""
         check_name(task_id, "id")
         out, err = self._create_outputs(f"{self.dir}/{task_id}")
         made = [out, err]
         try:
-            for path in self.temp_paths(task_id):
+            paths = self.temp_paths(task_id)
+            for path in paths:
                 made.append(create_fresh(path, os.O_WRONLY, self.file_mode))
+            end = self.room.ensure(Temp(made[3], paths[1]), SPARE_END_ROOM)
         except BaseException:
             self.discard_spare(task_id, made)
             raise
-        return made[0], made[1], made[2], made[3]
+        return made[0], made[1], Temp(made[2], paths[0]), end
 
     def temp_paths(self, task_id: str) -> tuple[str, str]:
         """Where a record is written before its rename: the usual temp file, and the one made ahead for the
@@ -174,28 +182,57 @@ class TaskStore:
             raise
         return out, err
 
-    def save_dict(self, task_id: str, record: dict, made: tuple[int, str] | None = None) -> None:
-        """Replace the record of `task_id` with `record` (a snapshot taken under the engine's lock: records.record_of).
-        `made`: an empty temp file made beforehand (a spare's) and its path; it is consumed either way."""
+    def save_dict(self, task_id: str, record: dict, made: Temp | None = None) -> None:
+        """Replace the record of `task_id` with `record` (a snapshot taken under the engine's lock: store.record_of),
+        whole or not at all. `made`: an empty temp file made beforehand (a spare's); consumed either way."""
         check_name(task_id, "id")
-        final = f"{self.dir}/{task_id}.json"  # plain strings: Path arithmetic is a visible share of a write
-        tmp_fd, tmp = made if made is not None else (None, self.temp_paths(task_id)[0])
         try:
             payload = json.dumps({"version": RECORD_VERSION, **record}, separators=(",", ":")).encode()
         except BaseException:
-            if tmp_fd is not None:
-                os.close(tmp_fd)
+            if made is not None:
+                os.close(made.fd)
             raise
-        fd = create_fresh(tmp, os.O_WRONLY, self.file_mode) if tmp_fd is None else tmp_fd
+        self._write(task_id, payload, made)
+
+    def save_pending(self, task_id: str, record: dict, made: Temp | None, end: Temp | None) -> Temp:
+        """The pending record, after room for the task's end is reserved in `end` (made here when None):
+        returns it, for the terminal record. Either both are had or neither (ENOSPC: nothing is renamed);
+        `made` and `end` are consumed either way."""
+        check_name(task_id, "id")
+        try:
+            payload = json.dumps({"version": RECORD_VERSION, **record}, separators=(",", ":")).encode()
+            if end is None:
+                path = self.temp_paths(task_id)[1]
+                end = Temp(create_fresh(path, os.O_WRONLY, self.file_mode), path)
+            end = self.room.ensure(end, end_need(len(payload)))
+        except BaseException:
+            for temp in (made, end):
+                if temp is not None:
+                    os.close(temp.fd)
+                    discard_temp(temp.path)
+            raise
+        try:
+            self._write(task_id, payload, made)
+        except BaseException:
+            os.close(end.fd)
+            discard_temp(end.path)
+            raise
+        return end
+
+    def _write(self, task_id: str, payload: bytes, made: Temp | None) -> None:
+        final = f"{self.dir}/{task_id}.json"  # plain strings: Path arithmetic is a visible share of a write
+        tmp = made.path if made is not None else self.temp_paths(task_id)[0]
+        fd = create_fresh(tmp, os.O_WRONLY, self.file_mode) if made is None else made.fd
         previous = self._written.get(task_id)  # None: this is the id's first record
         held = None
         try:
-            os.write(fd, payload)
+            write_all(fd, payload)  # a short write on a nearly full disk: ENOSPC, and nothing is renamed
             self.flusher.before_rename(fd)
             held = self._hold_if_owning_blocks(previous, final)
             os.replace(tmp, final)
         except BaseException:
             os.close(fd)
+            discard_temp(tmp)  # its blocks go back to a disk that may be full
             if held is not None:
                 os.close(held)
             raise
@@ -213,6 +250,20 @@ class TaskStore:
         if ticket is None or not self.flusher.reached_disk(ticket):
             return None
         return _hold(path)
+
+    def repair(self) -> bool:
+        """Make the state directory and bash-tasks/ again if they were removed while the daemon ran (modes and
+        checks as at start; something else found there raises OSError); True when one was made, and the
+        log says so once. What was in them is gone: the engine writes its tasks' records again."""
+        made = False
+        for d in (self.state_dir, self.dir):
+            made = remake_dir(d, self.dir_mode) or made
+        if made:
+            log.warning("%s was removed while the daemon ran: made again; the output files that were in it are "
+                        "lost, the records of the tasks in memory are written again", self.dir)
+            self._written.clear()
+            self.flusher.directory_replaced()
+        return made
 
     def _unlink_off_path(self, path: str) -> None:
         """Unlink `path`, leaving the freeing of its blocks to the flusher's thread (see save_dict)."""

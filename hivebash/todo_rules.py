@@ -24,7 +24,7 @@ from common.todos import Todos
 
 from .entry import TaskEntry
 from .store import TaskStore
-from .views import still_alive_line
+from .views import still_alive_line, unsaved_line
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def completion_todo(entry: TaskEntry, store: TaskStore, data: dict) -> Todo:
     out, err = store.file(task.id, "out"), store.file(task.id, "err")
     body = (f"bash task {task.id} finished: {' '.join(facts)}\n"
             f"command: {one_line(task.cmd, 200)}\n" + (f"note: {r.note}\n" if r and r.note else "") +
-            _leftovers_line(entry) +
+            _leftovers_line(entry) + (unsaved_line(entry.unsaved) + "\n" if entry.unsaved else "") +
             (f"output (a terminal: stderr included): Read({out})\n" if task.stdin == "tty" else
              f"stdout: Read({out})\nstderr: Read({err})\n") +
             f"status(id=\"{task.id}\") shows the tails and clears this todo.")

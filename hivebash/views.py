@@ -34,6 +34,7 @@ class TaskView:
     stderr: Tail | None = None
     leftovers: list[int] = field(default_factory=list)
     output: ov.View | None = None  # what the model reads of the output: the tails, or the view asked for
+    unsaved: str | None = None  # why its end is not on disk (TaskEntry.unsaved)
 
     def to_dict(self) -> dict[str, Any]:
         t, r = self.task, self.task.result
@@ -55,6 +56,8 @@ class TaskView:
             "rusage": None,
             "leftover_pids": list(self.leftovers),
         }
+        if self.unsaved is not None:
+            data["end_saved"], data["end_unsaved_reason"] = False, self.unsaved
         if r and r.rusage:
             data["rusage"] = {
                 "cpu_seconds": round(r.rusage.cpu_seconds, 3),
@@ -156,6 +159,14 @@ def still_alive_line(task_id: str, pids: list[int]) -> str:
             f"kill(id=\"{task_id}\") stops them")
 
 
+def unsaved_line(reason: str) -> str:
+    """A task whose end could not be saved (Lifecycle.persist): what that means, and what to do."""
+    full = "no space" in reason.lower()
+    return (f"warning: the end is not saved: {'the state disk is full' if full else 'the state disk refused it'} "
+            f"({reason}); a restart will report this task as interrupted. Free space in the state directory: "
+            "the daemon saves it again within 30 s")
+
+
 def facts_line(view: TaskView) -> str:
     """The stable first line: id, status, exit code / signal, duration, resources."""
     t, r = view.task, view.task.result
@@ -188,6 +199,8 @@ def status_text(view: TaskView, extra_facts: str = "") -> str:
         lines.append(f"note: {r.note}")
     if view.leftovers:
         lines.append(still_alive_line(t.id, view.leftovers))
+    if view.unsaved is not None:
+        lines.append(unsaved_line(view.unsaved))
     if t.state == T.PENDING:
         lines.append("waiting for a free slot (the daemon's max_running); kill(id) cancels it")
     return "\n".join(lines) + "\n" + (view.output.text if view.output else "")

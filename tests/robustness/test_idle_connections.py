@@ -138,3 +138,31 @@ def test_a_long_answer_is_not_cut_by_the_first_request_timeout(tmp_path):
         conn.close()
     finally:
         d.stop()
+
+
+def test_a_streamed_answer_is_not_cut_by_the_first_request_timeout(tmp_path):
+    """A streamed (SSE) answer that sends progress for longer than --first-request-timeout: its request is
+    being served the whole time, so the connection is never idle (the official SDK client, both eras)."""
+    import anyio
+    from mcp.client.client import Client
+
+    d = start_daemon(_argv("bash", tmp_path / "state", "--first-request-timeout", "1"), tmp_path)
+    try:
+        async def call(mode):
+            seen = []
+
+            async def on_progress(progress, total, message):
+                seen.append(message)
+
+            async with Client(d.url, mode=mode) as client:
+                result = await client.call_tool("run", {"cmd": "for i in 1 2 3; do echo tick $i; sleep 1; done",
+                                                        "wait_seconds": 10}, progress_callback=on_progress)
+            return seen, result
+
+        for mode in ("2026-07-28", "legacy"):
+            seen, result = anyio.run(call, mode)
+            assert result.is_error is False and "tick 3" in result.content[0].text, result
+            assert seen, "no progress was streamed"
+        assert "connection(s) sent no whole request" not in d.log()
+    finally:
+        d.stop()

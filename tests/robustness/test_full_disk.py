@@ -1,0 +1,94 @@
+"""The real bash daemon with its state directory on a small real disk (a 2 MiB tmpfs), as an operator's bad day
+goes (issue 25): a record bigger than the free space, a task whose own output fills the disk, a kill -9 and a
+restart on a full disk, `rm -r` of bash-tasks/ and todos/ under a running daemon.
+
+Every answer must be true after the restart: a task answered `done` reads `done`, a refused `run` left
+nothing torn behind, and every other task is found again.
+"""
+
+import json
+import shutil
+
+from daemon_harness import wait_until
+from robust_kit import result_text
+
+from common.todos.outbox import read_journal
+
+
+def _state(small_disk):
+    return small_disk.root / "state"
+
+
+def test_a_record_bigger_than_the_free_space_is_refused_whole(bash_factory, small_disk):
+    """Hole 1: a 12,288-byte prefix of a long record was renamed into place; the task was lost at the restart."""
+    daemon = bash_factory(socket=False, state_dir=_state(small_disk))
+    for name in ("a", "b", "c"):
+        assert daemon.call("run", cmd=f"echo {name}-ok", name=name, wait_seconds=20)["status"] == "done"
+    small_disk.fill(leave=12 * 1024)
+    result = daemon.call_result("run", {"cmd": ": " + "x" * 60_000 + "; echo long-ok", "name": "longrec",
+                                        "wait_seconds": 20})
+    assert result["isError"], result_text(result)
+    assert "No space left on device" in result_text(result) and "cmd:" in result_text(result), result_text(result)
+    tasks_dir = _state(small_disk) / "bash-tasks"
+    assert not (tasks_dir / "longrec.json").exists(), "a refused run left a record"
+    daemon.kill9()
+    small_disk.make_room()
+    daemon.start()
+    assert {t["id"]: t["status"] for t in daemon.tasks()} == {"a": "done", "b": "done", "c": "done"}
+    assert "skipping unreadable task record" not in daemon.daemon.log()
+    assert daemon.call("run", cmd="echo after", wait_seconds=20)["status"] == "done"
+
+
+def test_an_end_answered_on_a_full_disk_survives_a_kill_9(bash_factory, small_disk):
+    """Hole 2: the task's own output fills the disk; its end is recorded in the room reserved at its start, so
+    the restart after a kill -9 reports what the answer said, and the answer says why its output is cut."""
+    daemon = bash_factory(socket=False, state_dir=_state(small_disk))
+    answer = daemon.call("run", cmd="sleep 0.2; yes; echo after-yes", name="victim", wait_seconds=30)
+    assert answer["status"] == "done" and answer["exit_code"] == 1, answer
+    note = answer["note"]
+    assert "the state disk is full" in note and "output may be cut short" in note, note
+    assert small_disk.free() < 64 * 1024
+    record = json.loads((_state(small_disk) / "bash-tasks" / "victim.json").read_text())
+    assert record["state"] == "done", "the answered end is not on disk"
+    daemon.kill9()
+    daemon.start()  # on the disk as full as it was
+    after = daemon.call("status", id="victim")
+    assert (after["status"], after["exit_code"], after["note"]) == ("done", 1, note), after
+    refused = daemon.call_result("run", {"cmd": "echo no-room", "wait_seconds": 5})
+    assert refused["isError"] and "No space left on device" in result_text(refused), result_text(refused)
+    (_state(small_disk) / "bash-tasks" / "victim.out").unlink()  # the operator frees the disk
+    assert daemon.call("run", cmd="echo room-again", wait_seconds=20)["status"] == "done"
+
+
+def test_a_removed_bash_tasks_directory_is_made_again(bash_factory, tmp_path):
+    daemon = bash_factory(socket=False)
+    tasks_dir = daemon.state_dir / "bash-tasks"
+    assert daemon.call("run", cmd="echo one", name="one", wait_seconds=20)["status"] == "done"
+    running = daemon.call("run", cmd="sleep 300", name="long", wait_seconds=0)
+    wait_until(lambda: daemon.call("status", id="long")["status"] == "running", 20, "the long task to run")
+    shutil.rmtree(tasks_dir)
+    for name in ("two", "three"):  # the next run (named: its own files; unnamed: the spare was removed too)
+        assert daemon.call("run", cmd=f"echo {name}", name=name, wait_seconds=20)["status"] == "done"
+    assert daemon.call("run", cmd="echo unnamed", wait_seconds=20)["status"] == "done"
+    assert tasks_dir.stat().st_mode & 0o777 == 0o700
+    assert (tasks_dir / "two.out").read_text() == "two\n"
+    assert daemon.daemon.log().count("bash-tasks") and daemon.daemon.log().count("was removed while the daemon ran") == 1
+    assert (tasks_dir / "long.json").exists(), "the record of a task still running was not written again"
+    daemon.kill9()
+    daemon.start()
+    tasks = {t["id"]: t["status"] for t in daemon.tasks()}
+    assert tasks["two"] == tasks["three"] == "done" and tasks["long"] == "interrupted", tasks
+    assert running["id"] == "long"
+
+
+def test_a_removed_outbox_is_made_again_on_the_next_run(bash_factory):
+    daemon = bash_factory(socket=False)
+    daemon.call("run", cmd="sleep 0.3; echo late", name="late", wait_seconds=0)
+    todos_dir = daemon.state_dir / "todos"
+    journal = todos_dir / "bash" / "outbox.jsonl"
+    wait_until(lambda: "late" in read_journal(journal), 20, "the late task's todo in the outbox")
+    shutil.rmtree(todos_dir)
+    daemon.call("run", cmd="echo next", name="next", wait_seconds=0)
+    wait_until(lambda: journal.exists() and {"late", "next"} <= set(read_journal(journal)), 20,
+               "the outbox made again with every pending todo")
+    assert todos_dir.stat().st_mode & 0o777 == 0o700
