@@ -123,6 +123,19 @@ def test_wait_slots_zero_limit_never_grants():
     assert slots.try_acquire() is False
 
 
+def test_wait_slots_held_is_the_rule_as_one_block():
+    slots = WaitSlots(1)
+    with slots.held() as first:
+        with slots.held() as second:
+            assert (first, second) == (True, False), "the second waiter answers at once"
+        assert slots.try_acquire() is False, "a refused block releases nothing"
+    assert slots.try_acquire() is True, "the slot is free again after the block"
+    slots.release()
+    with pytest.raises(KeyError), slots.held():
+        raise KeyError("an error inside the wait")
+    assert slots.try_acquire() is True, "and after a block that raised"
+
+
 def test_wait_slots_refuse_misuse():
     with pytest.raises(ValueError, match="limit"):
         WaitSlots(-1)
