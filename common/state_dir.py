@@ -24,6 +24,8 @@ from pathlib import Path
 
 import click
 
+from common.whole_files import write_all_at
+
 log = logging.getLogger(__name__)
 
 PRIVATE_DIR_MODE = 0o700
@@ -140,7 +142,10 @@ def _lock(lock_path: Path, name: str) -> int:
             raise StateDirRefused(f"state directory {lock_path.parent} is in use by another {name} daemon (pid {holder}): "
                                   "stop it first, or give this one another --state-dir") from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            write_all_at(fd, f"{os.getpid()}\n".encode())
+        except OSError as exc:  # a full disk: the lock holds all the same; only a refused second daemon's message lacks the pid
+            log.warning("cannot write the pid into %s (%s)", lock_path, exc.strerror or exc)
         return fd
     except BaseException:
         os.close(fd)

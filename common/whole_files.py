@@ -45,6 +45,16 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[written:]
 
 
+def write_all_at(fd: int, data: bytes) -> None:
+    """Write every byte of `data` at offset 0 (pwrite), or raise the OSError that stopped it."""
+    done = 0
+    while done < len(data):
+        written = os.pwrite(fd, data[done:], done)
+        if written == 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        done += written
+
+
 def replace_whole(path: str, data: bytes, tmp: str, mode: int = 0o600, fsync: bool = False) -> None:
     """Put `data` at `path` whole: written to `tmp` (created afresh, no link followed), flushed when `fsync`,
     then renamed over `path`. On any failure the temp file is removed (its blocks freed: the disk may be full)

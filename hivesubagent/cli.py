@@ -8,6 +8,7 @@ working directory in its state directory (hivesubagent.where).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import sys
@@ -33,6 +34,8 @@ from common.cli_base import (
 from common.config import SubagentSettings, click_options
 
 from . import where
+
+_log = logging.getLogger(__name__)  # (`log` is the command below)
 
 DEFAULT_PORT = 7712
 SERVER_NAME = "subagent"  # the MCP server name: tools land as mcp__subagent__<tool>
@@ -63,7 +66,11 @@ def daemon_main(**options: Any) -> None:
     if shutil.which(settings.claude_bin, path=engine.env.get("PATH")) is None:
         todos.close()
         raise click.ClickException(f"--claude-bin: {settings.claude_bin!r} is not an executable (nor found on PATH)")
-    where.write_record(state.path, engine.workdir, engine.env)
+    try:
+        where.write_record(state.path, engine.workdir, engine.env)
+    except OSError as exc:  # a full disk must not stop the daemon: only the operator's CLI needs the record
+        _log.warning("cannot write %s (%s): `hive-subagent list` and `log` look in the current directory until "
+                    "a restart writes it", state.path / where.RECORD_NAME, exc.strerror or exc)
     app = McpApp(build_registry(engine), SERVER_NAME, package_version(), settings)
 
     def on_stop() -> None:

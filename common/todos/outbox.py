@@ -73,7 +73,9 @@ class Outbox:
         self._live: dict[str, Stored] = {}  # what a rewrite keeps
         self._needs_rewrite = False
         self._size = 0  # bytes in the journal
-        self._room_to = 0  # the journal's disk blocks are allocated up to here (0: no room kept, or none can be)
+        self._room_to = 0  # the journal's disk blocks are allocated up to here
+        self._keeps_room = True  # False where the file system keeps no blocks ahead (EOPNOTSUPP)
+        self._room_warned = False  # the disk is full and the room is running out: said once
         self.unsaved = False  # a change is in memory only (the last write failed): a crash would lose it
         self.usable = self._prepare()
 
@@ -114,7 +116,7 @@ class Outbox:
                 os.fsync(self._fd)
             self._lines += 1
             self._size += len(data)
-            if self._room_to and self._room_to - self._size < ROOM // 2:
+            if self._keeps_room and self._room_to - self._size < ROOM // 2:
                 self._keep_room()
         except OSError as e:
             self._failed(e)
@@ -131,16 +133,17 @@ class Outbox:
         """Keep ROOM bytes allocated past the end; on a full disk, what is left of the room serves meanwhile."""
         if self._fd is None:
             return
+        assert self._fd is not None
         try:
             reserve(self._fd, self._size + ROOM)
-            self._room_to = self._size + ROOM
+            self._room_to, self._room_warned = self._size + ROOM, False
         except OSError as e:
-            if e.errno == errno.ENOSPC:
+            if e.errno != errno.ENOSPC:  # the file system keeps no room (EOPNOTSUPP): write as it comes
+                self._keeps_room = False
+            elif not self._room_warned:  # tried again after each line, said once
                 log.warning("todo outbox: the disk is full; %d bytes of room are left for todos (%s)",
                             max(0, self._room_to - self._size), self.journal)
-                self._room_to = max(self._room_to, self._size + 1)  # try again after the next line
-            else:  # the file system keeps no room (EOPNOTSUPP): write as it comes
-                self._room_to = 0
+                self._room_warned = True
 
     def _grown_too_long(self) -> bool:
         return self._lines >= COMPACT_MIN_LINES and self._lines >= 4 * len(self._live)
@@ -154,8 +157,9 @@ class Outbox:
         replace_whole(str(self.journal), data, str(self.directory / f".{JOURNAL_NAME}.tmp"), FILE_MODE, self.fsync)
         self._sync_dir()
         self._fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
-        self._lines, self._size, self._room_to = len(self._live), len(data), len(data) + 1
-        self._keep_room()
+        self._lines, self._size, self._room_to = len(self._live), len(data), len(data)
+        if self._keeps_room:
+            self._keep_room()
         self._needs_rewrite = False
         if self.unsaved:
             log.info("todo outbox: %s is whole again (%d pending todo(s) on disk)", self.journal, len(self._live))

@@ -9,8 +9,9 @@ nothing torn behind, and every other task is found again.
 import json
 import shutil
 
-from daemon_harness import wait_until
-from robust_kit import result_text
+from daemon_harness import start_daemon, wait_until
+from daemons_kit import BIN
+from robust_kit import call_tool_raw, result_text, tool_result
 
 from common.todos.outbox import read_journal
 
@@ -92,3 +93,23 @@ def test_a_removed_outbox_is_made_again_on_the_next_run(bash_factory):
     wait_until(lambda: journal.exists() and {"late", "next"} <= set(read_journal(journal)), 20,
                "the outbox made again with every pending todo")
     assert todos_dir.stat().st_mode & 0o777 == 0o700
+
+
+def test_both_daemons_start_and_answer_on_a_full_disk(bash_factory, small_disk, tmp_path):
+    """A restart on a disk with no byte free (the daemon's own lock, outbox and records have no room): the
+    daemons serve, and what cannot be done is refused with the reason."""
+    state = _state(small_disk)
+    state.mkdir()
+    small_disk.fill()
+    daemon = bash_factory(socket=False, state_dir=state)
+    assert daemon.call("list")["total"] == 0
+    refused = daemon.call_result("run", {"cmd": "echo hi", "wait_seconds": 5})
+    assert refused["isError"] and "the state disk is full" in result_text(refused), result_text(refused)
+    sub = start_daemon([str(BIN / "hive-subagent-daemon"), "--state-dir", str(small_disk.root / "sub"),
+                        "--claude-bin", "/bin/true"], tmp_path)
+    try:
+        result = tool_result(call_tool_raw(sub.url, "status", {}, timeout=30))
+        assert not result["isError"], result
+    finally:
+        sub.stop()
+    assert "Traceback" not in daemon.daemon.log() + sub.log()
