@@ -5,16 +5,31 @@ and idle connections make room, oldest first, when the limit is near; a long ans
 
 import json
 import os
+import resource
 import socket
 import time
 from urllib.parse import urlsplit
 
+import anyio
 import pytest
 from daemon_harness import start_daemon, wait_until
 from daemons_kit import BASH_DAEMON, BIN
+from mcp.client.client import Client
 from robust_kit import META, MODERN, call_tool_raw, host_of, tool_result
 
 IDLERS = 300  # above the default --connection-limit (200)
+
+
+@pytest.fixture(autouse=True)
+def enough_descriptors():
+    """300 sockets here and in the daemon (which inherits the limit): raise a low soft limit to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 2 * IDLERS + 100:
+        if hard != resource.RLIM_INFINITY and hard < 2 * IDLERS + 100:
+            pytest.skip(f"{IDLERS} idle connections need more file descriptors than RLIMIT_NOFILE allows ({hard})")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard) if hard != resource.RLIM_INFINITY else 4096, hard))
+    yield
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def _argv(which: str, state, *extra: str) -> list[str]:
@@ -143,9 +158,6 @@ def test_a_long_answer_is_not_cut_by_the_first_request_timeout(tmp_path):
 def test_a_streamed_answer_is_not_cut_by_the_first_request_timeout(tmp_path):
     """A streamed (SSE) answer that sends progress for longer than --first-request-timeout: its request is
     being served the whole time, so the connection is never idle (the official SDK client, both eras)."""
-    import anyio
-    from mcp.client.client import Client
-
     d = start_daemon(_argv("bash", tmp_path / "state", "--first-request-timeout", "1"), tmp_path)
     try:
         async def call(mode):
