@@ -67,7 +67,7 @@ def test_the_subagent_instructions_follow_the_same_rule():
     with_socket = subagent_tools.instructions(Notices(True))
     without = subagent_tools.instructions(Notices(False))
     assert "arrives as a todo" in with_socket and not promises_a_notice(without)
-    assert "in the background" in without and "`status(name)`" in without
+    assert "in the background" in without and "`status(name" in without  # the call that waits for it
     assert subagent_tools.build_registry(None).instructions == with_socket
 
 
