@@ -19,7 +19,7 @@ from .entry import TaskEntry
 from .process_ops import ProcessOps
 from .registry import LockedTasks, TaskRegistry
 from .store import TaskStore
-from .views import Outcome, TaskView, read_output
+from .views import STARTED_BYTES, STARTED_VIEW, Outcome, TaskView, read_output
 from .wait_progress import WaitTelling
 
 
@@ -38,46 +38,57 @@ class Answers:
     def wait(self, entries: list[TaskEntry], window: WaitWindow, from_run: bool,
              client_gone: Callable[[], bool] = never_gone, watches: Sequence[tuple[str, ov.Watch]] = (),
              wait_for: str | None = None, operator: bool = False, view: ov.ViewRequest | None = None,
-             shows: bool = True, cancel: Cancellation | None = None, progress: Any = NO_PROGRESS) -> Outcome:
+             shows: bool = True, cancel: Cancellation | None = None, progress: Any = NO_PROGRESS,
+             wait_on: list[TaskEntry] | None = None, every: bool = False) -> Outcome:
         """Inline wait (the caller registered as a waiter of each entry under the lock). No free slot: answer
-        at once. A cancel ends it at once; a client that asked for progress gets it meanwhile.
+        at once. A cancel ends it at once; a client that asked for progress gets it meanwhile. `wait_on`: the
+        entries whose end ends the wait (default all); `every`: all of them, not the first. With `wait_for`,
+        the output a trailing `&` left running is watched on while it lives.
 
         A caller that hung up or cancelled will never read the result: it is left as the completion todo
         instead of counting as seen (and no cursor moves); so is a result only an operator saw."""
         start = time.monotonic()
         matched, matched_id = None, None
+        waited_on = entries if wait_on is None else wait_on
         with self.slots.held() as slot, self.registry.wakes_on(cancel):
             telling = (WaitTelling(self.registry, entries, self.sources, wait_for, time.monotonic)
                        if slot and progress.wanted else None)
             if slot and (watches or telling is not None):
-                matched, matched_id = inline_wait.wait_any(self.registry, entries, window.seconds, time.monotonic,
-                                                           list(watches), cancel=cancel, progress=progress,
-                                                           telling=telling)
+                matched, matched_id = inline_wait.wait_any(
+                    self.registry, waited_on, window.seconds, time.monotonic, list(watches), cancel=cancel,
+                    progress=progress, telling=telling, every=every, lingering=lambda: self._lingering(entries))
             with self.registry.locked() as tasks:
                 if slot and not watches and telling is None:
-                    inline_wait.wait_ended(tasks, entries, window.seconds, cancel)
+                    inline_wait.wait_ended(tasks, waited_on, window.seconds, cancel, every)
                 tasks.agent.done_waiting(entries, from_run, (lambda: True) if operator else client_gone)
                 waited = time.monotonic() - start
                 first = next((e for e in entries if e.id == matched_id or e.task.ended), entries[0])
                 snap = self._snapshot(tasks, first.id)
         truncated = [f"{task_id} {w.source.stream}" for task_id, w in watches if w.truncated]
-        return Outcome(self._read(first.id, snap, view, shows and not client_gone()), window, waited, wait_skipped=not slot,
-                       wait_for=wait_for, matched=matched, matched_id=matched_id, truncated=truncated,
-                       notices=self.notices)
+        earlier = _earlier_match(watches) if wait_for is not None and matched is None else (None, None)
+        return Outcome(self._read(first.id, snap, view, shows and not client_gone(), brief=from_run), window, waited,
+                       wait_skipped=not slot, wait_for=wait_for, matched=matched, matched_id=matched_id,
+                       truncated=truncated, notices=self.notices, earlier=earlier[0], earlier_id=earlier[1],
+                       first_answer=from_run)
+
+    def _lingering(self, entries: list[TaskEntry]) -> bool:
+        """Processes an ended task's shell started still run (they may still write its output)."""
+        return any(self.ops.is_alive(p) for e in entries if e.task.ended for p in list(e.leftovers))
 
     def sources(self, task_id: str) -> list[ov.Source]:
         return [ov.Source("stdout", self.store.file(task_id, "out")), ov.Source("stderr", self.store.file(task_id, "err"))]
 
     def view(self, task_id: str, request: ov.ViewRequest | None = None, shows: bool = False,
-             settle: Callable[[LockedTasks, str], None] | None = None) -> TaskView:
+             settle: Callable[[LockedTasks, str], None] | None = None, brief: bool = False) -> TaskView:
         """Snapshot under the lock; the output and leftover checks outside it (file and /proc reads). When
         the answer `shows` the agent the end of the output, its new_only cursor moves there. `settle` runs
-        under the same lock first (run's short wait for a spawn)."""
+        under the same lock first (run's short wait for a spawn). `brief`: run's `task started` answer, which
+        shows the last few lines of a task that still runs."""
         with self.registry.locked() as tasks:
             if settle is not None:
                 settle(tasks, task_id)
             snap = self._snapshot(tasks, task_id)
-        return self._read(task_id, snap, request, shows)
+        return self._read(task_id, snap, request, shows, brief)
 
     @staticmethod
     def _snapshot(tasks: LockedTasks, task_id: str) -> tuple[TaskView, TaskEntry, list, dict[str, int]]:
@@ -86,9 +97,12 @@ class Answers:
         return view, entry, list(entry.leftovers), dict(entry.seen_to)
 
     def _read(self, task_id: str, snap: tuple[TaskView, TaskEntry, list, dict[str, int]],
-              request: ov.ViewRequest | None, shows: bool) -> TaskView:
+              request: ov.ViewRequest | None, shows: bool, brief: bool = False) -> TaskView:
         view, entry, leftovers, seen_to = snap
-        read_output(view, self.store, request, seen_to, self.tail_bytes)
+        if brief and not view.task.terminal:
+            read_output(view, self.store, STARTED_VIEW, seen_to, STARTED_BYTES)
+        else:
+            read_output(view, self.store, request, seen_to, self.tail_bytes)
         output = view.output  # set by read_output
         if shows and (request is None or request.moves_cursor) and output is not None and output.read_to:
             with self.registry.locked() as tasks:
@@ -100,3 +114,12 @@ class Answers:
                 with self.registry.locked() as tasks:
                     tasks.still_alive(entry, alive)
         return view
+
+
+def _earlier_match(watches: Sequence[tuple[str, ov.Watch]]) -> tuple[ov.Line | None, str | None]:
+    """A line that matches `wait_for` among what the agent was shown before the call (it ended no wait)."""
+    for task_id, w in watches:
+        line = w.earlier() if isinstance(w, ov.Watch) else None
+        if line is not None:
+            return line, task_id
+    return None, None

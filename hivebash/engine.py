@@ -128,10 +128,10 @@ class Engine:
                client_gone: Callable[[], bool] = never_gone, *, ids: list[str] | None = None,
                wait_for: str | None = None, view: ov.ViewRequest | None = None,
                operator: bool = False, cancel: Cancellation | None = None,
-               progress: Any = NO_PROGRESS) -> Outcome | ManyOutcome:
-        """One task or several, with an optional inline wait (status.py)."""
+               progress: Any = NO_PROGRESS, every: bool = False) -> Outcome | ManyOutcome:
+        """One task or several (`every`: wait for all of them), with an optional inline wait (status.py)."""
         return status_verb.status(self.rooms, task_id, wait_seconds, client_gone, ids=ids, wait_for=wait_for,
-                                  view=view, operator=operator, cancel=cancel, progress=progress)
+                                  view=view, operator=operator, cancel=cancel, progress=progress, every=every)
 
     def send(self, task_id: str, text: str | None = None, keys: list[str] | None = None, enter: bool | None = None,
              eof: bool | None = None, wait_seconds: float | None = None, wait_for: str | None = None,
@@ -147,6 +147,6 @@ class Engine:
         task's leftover processes (kill.py). Never waits for the task to end."""
         return kill_verb.kill(self.rooms, task_id, force)
 
-    def list(self, state: str | None = None, limit: int | None = None) -> tuple[list[TaskView], int]:
-        """Tasks newest first, optionally of one state; returns (views without tails, total matching)."""
-        return listing.list_tasks(self.rooms, state, limit)
+    def list(self, state: str | None = None, limit: int | None = None, offset: int = 0) -> tuple[list[TaskView], int]:
+        """Tasks newest first, optionally of one state, from `offset`; (views without tails, total matching)."""
+        return listing.list_tasks(self.rooms, state, limit, offset)

@@ -49,8 +49,8 @@ def run(rooms: Rooms, cmd: str, timeout_secs: float | None = None, wait_seconds:
     outputs = rooms.lifecycle.write_pending(task, spare)
     entry, spawning = _queue(rooms, task, outputs, waits=req.window.seconds > 0)
     if req.window.seconds <= 0:
-        return Outcome(rooms.answers.view(task.id, shows=True, settle=_await_spawn if spawning else None),
-                       req.window, 0.0, notices=rooms.answers.notices)
+        return Outcome(rooms.answers.view(task.id, shows=True, settle=_await_spawn if spawning else None, brief=True),
+                       req.window, 0.0, notices=rooms.answers.notices, first_answer=True)
     watches = wait_for_watches(rooms.answers, [entry], wait_for, from_start=True) if wait_for else []
     return rooms.answers.wait([entry], req.window, from_run=True, client_gone=client_gone, watches=watches,
                               wait_for=wait_for, cancel=cancel, progress=progress)

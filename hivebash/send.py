@@ -178,7 +178,8 @@ class Sender:
         matched, waited, skipped = self._wait(entry, req, watches, client_gone, operator, cancel, progress)
         with self.registry.locked() as tasks:
             view = tasks.view(entry.id)  # no tails: the output since the write is the answer's
-        output = ov.tail(sources, starts=offsets, budget=SEND_BUDGET)
+        output = ov.tail(sources, offsets, new_only=True, budget=SEND_BUDGET,
+                         again=f'status(id="{entry.id}", new_only=true)')
         if not operator and not client_gone():
             with self.registry.locked() as tasks:
                 tasks.agent.moved_on(entry, offsets, output.read_to)

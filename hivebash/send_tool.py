@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from common.tools import ToolResult, closed_object
 
+from .answer_texts import facts_line, still_alive_line
 from .keys import LISTED, MAX_KEYS
 from .send import SEND_LIMIT, SEND_WAIT_DEFAULT, SendOutcome
-from .views import facts_line, still_alive_line
 
 
 def send_tool(id_schema: dict, wait_for_schema: dict) -> dict:

@@ -17,6 +17,7 @@ from .rooms import Rooms
 from .send import wait_for_watches
 from .views import ManyOutcome, Outcome
 
+MANY_VIEW = ov.ViewRequest(tail_lines=3)  # status(ids): each ended task's last lines
 RECORD_GRACE = 5.0  # seconds a status without a wait waits at most for a just-ended task's record (a disk write)
 
 
@@ -24,8 +25,10 @@ def status(rooms: Rooms, task_id: str | None = None, wait_seconds: float | None 
            client_gone: Callable[[], bool] = never_gone, *, ids: list[str] | None = None,
            wait_for: str | None = None, view: ov.ViewRequest | None = None,
            operator: bool = False, cancel: Cancellation | None = None,
-           progress: Any = NO_PROGRESS) -> Outcome | ManyOutcome:
-    """An `operator`'s status is not the agent's read: it clears no todo and moves no new_only cursor."""
+           progress: Any = NO_PROGRESS, every: bool = False) -> Outcome | ManyOutcome:
+    """An `operator`'s status is not the agent's read: it clears no todo and moves no new_only cursor. With
+    `ids`, the wait ends when the next of those still running ends (`every`: when all have); one that had
+    ended before the call ends no wait."""
     check_wait_seconds(wait_seconds)
     check_wait_for(wait_for)
     wanted = check_ids(task_id, ids)
@@ -33,7 +36,9 @@ def status(rooms: Rooms, task_id: str | None = None, wait_seconds: float | None 
     answers = rooms.answers
     with rooms.registry.locked() as tasks:
         entries = [tasks.get(i) for i in wanted]
-        registered = window.seconds > 0 and not any(e.task.terminal for e in entries)
+        ended_before = {e.id for e in entries if e.task.terminal}
+        wait_on = [e for e in entries if e.id not in ended_before]
+        registered = window.seconds > 0 and bool(wait_on) and (ids is not None or not ended_before)
         if registered:
             tasks.agent.wait_inline(entries)
         else:
@@ -48,10 +53,10 @@ def status(rooms: Rooms, task_id: str | None = None, wait_seconds: float | None 
         watches = wait_for_watches(answers, entries, wait_for, from_start=False) if wait_for else []
         outcome = answers.wait(entries, window, from_run=False, client_gone=client_gone, watches=watches,
                                wait_for=wait_for, operator=operator, view=view, shows=shows, cancel=cancel,
-                               progress=progress)
+                               progress=progress, wait_on=wait_on, every=every)
     else:
         first = next((e for e in entries if e.task.ended), entries[0])
         outcome = Outcome(answers.view(first.id, view, shows), window, 0.0, wait_for=wait_for, notices=answers.notices)
     if ids is None:
         return outcome
-    return ManyOutcome([answers.view(e.id, None, shows=False) for e in entries], outcome)
+    return ManyOutcome([answers.view(e.id, MANY_VIEW, shows=False) for e in entries], outcome, ended_before, every)

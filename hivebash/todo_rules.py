@@ -22,9 +22,9 @@ import threading
 from common.humanize import one_line
 from common.todos import Todos
 
+from .answer_texts import still_alive_line, unsaved_line
 from .entry import TaskEntry
 from .store import TaskStore
-from .views import still_alive_line, unsaved_line
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,13 @@ from common.waiting import DEFAULT_WAIT_SECONDS
 
 from . import output_views as ov
 from . import task as T
+from .answer_texts import kill_result, many_result, outcome_result
 from .arguments import MAX_CMD_BYTES, EngineError
 from .engine import MAX_IDS, Engine
+from .list_view import list_result
 from .send_tool import send_result, send_tool
 from .task_input import KINDS
-from .views import ManyOutcome, kill_result, list_result, many_result, outcome_result
+from .views import ManyOutcome
 
 ID_SCHEMA = {
     "type": "string",
@@ -104,28 +106,35 @@ def status_tool(notices: Notices) -> dict[str, Any]:
         name="status",
         description=(
             "A task's state (pending, running, done, timed_out, interrupted, killed), exit_code, duration, CPU, "
-            "processes it left alive, and the end of stdout and stderr. Views of the whole output instead, each "
-            "answer under 8 KiB: `grep: \"error|FAIL\"` (matching lines with their numbers; `context: 2` adds "
-            "lines around), `from_line: 5000, max_lines: 40` (a window), `stream: \"stderr\"` (one stream), "
+            "processes it left alive, and the end of stdout and stderr (4 KiB each; `tail_lines: 20` for the last 20 "
+            "lines, e.g. when polling a chatty server). Views of the whole output instead, each under 8 KiB: `grep: "
+            "\"error|FAIL\"` (numbered matching lines; `context: 2` adds lines around), `from_line: 5000, max_lines: "
+            "40` (a window; `max_lines` alone or a negative from_line: the last lines), `stream: \"stderr\"`, "
             "`new_only: true` (only output you were not shown yet). `wait_seconds` (max 30) waits for the end; "
-            "`ids: [\"a\", \"b\"]` waits for the first of several to end, a line each; `wait_for: \"regex\"` also "
-            f"ends the wait at a new matching line.{clears} `interrupted`: the daemon stopped while it ran."
+            "`ids: [\"a\", \"b\"]` waits for the next of several to end (`all: true`: for every one); `wait_for: "
+            f"\"regex\"` also ends the wait at a line you were not shown yet.{clears} `interrupted`: the daemon "
+            "stopped while it ran."
         ),
         input_schema=closed_object(
             {
                 "id": ID_SCHEMA,
                 "ids": {"type": "array", "items": ID_SCHEMA, "minItems": 1, "maxItems": MAX_IDS, "uniqueItems": True,
-                        "description": "Several task ids instead of id: the wait ends when the first ends."},
+                        "description": "Several task ids instead of id: the wait ends when the next of those still "
+                                       "running ends (or, with all, when every one has)."},
+                "all": {"type": "boolean", "description": "With ids: wait until every task has ended."},
                 "wait_seconds": WAIT_SCHEMA,
                 "wait_for": WAIT_FOR_SCHEMA,
                 "grep": {"type": "string", "minLength": 1, "maxLength": 1000,
                          "description": "A Python regex: the matching lines of the whole output, numbered."},
                 "context": {"type": "integer", "minimum": 0, "maximum": ov.CONTEXT_MAX,
                             "description": "With grep: lines shown before and after each match (default 0)."},
-                "from_line": {"type": "integer", "minimum": 1,
-                              "description": "Show lines from this one (the first line is 1)."},
+                "from_line": {"type": "integer", "minimum": -1_000_000_000_000, "maximum": 1_000_000_000_000,
+                              "description": "Show lines from this one (the first line is 1; -20: the last 20)."},
                 "max_lines": {"type": "integer", "minimum": 1, "maximum": ov.MAX_LINES_MAX,
-                              "description": f"With from_line: how many lines (default {ov.DEFAULT_MAX_LINES})."},
+                              "description": f"How many lines (default {ov.DEFAULT_MAX_LINES}); alone: the last ones."},
+                "tail_lines": {"type": "integer", "minimum": 1, "maximum": ov.MAX_LINES_MAX,
+                               "description": "The tails as the last N lines of each stream (fewer bytes when "
+                                              "polling; more lines, within the 8 KiB bound)."},
                 "stream": {"type": "string", "enum": list(ov.STREAMS), "description": "Only this stream (default both)."},
                 "new_only": {"type": "boolean",
                              "description": "Only the output written since the last answer that showed you its end."},
@@ -166,7 +175,10 @@ LIST: dict[str, Any] = dict(
     input_schema=closed_object(
         {
             "state": {"type": "string", "enum": list(T.STATE_ORDER), "description": "Only tasks in this state."},
-            "limit": {"type": "integer", "minimum": 1, "maximum": LIST_LIMIT_MAX, "description": "At most this many (default 50)."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": LIST_LIMIT_MAX,
+                      "description": "At most this many (default 50); the answer stays under 8 KiB and says how many are left."},
+            "offset": {"type": "integer", "minimum": 0, "maximum": 1_000_000,
+                       "description": "Skip this many of the newest first (the answer names the next page's offset)."},
         },
     ),
 )
@@ -204,12 +216,15 @@ def _send(engine: Engine, args: dict[str, Any], ctx: CallContext) -> ToolResult:
 
 def _status(engine: Engine, args: dict[str, Any], ctx: CallContext) -> ToolResult:
     view = ov.check_view(args.get("grep"), args.get("context"), args.get("from_line"), args.get("max_lines"),
-                         args.get("stream"), args.get("new_only"))
+                         args.get("stream"), args.get("new_only"), args.get("tail_lines"))
     if args.get("ids") is not None and view != ov.ViewRequest():
-        raise ToolError("ids: shows one line a task; ask for a view (grep, from_line, stream, new_only) with id")
+        raise ToolError("ids: shows one line a task; ask for a view (grep, from_line, tail_lines, stream, "
+                        "new_only) with id")
+    if args.get("all") and args.get("ids") is None:
+        raise ToolError("all: goes with ids (wait until every one of several tasks has ended)")
     outcome = engine.status(args.get("id"), wait_seconds=args.get("wait_seconds"), client_gone=ctx.client_gone,
                             ids=args.get("ids"), wait_for=args.get("wait_for"), view=view, operator=ctx.operator,
-                            cancel=ctx.cancel, progress=ctx.progress)
+                            cancel=ctx.cancel, progress=ctx.progress, every=bool(args.get("all")))
     if isinstance(outcome, ManyOutcome):
         return many_result(outcome)
     return outcome_result(outcome, started_form=False)
@@ -220,8 +235,9 @@ def _kill(engine: Engine, args: dict[str, Any], ctx: CallContext) -> ToolResult:
 
 
 def _list(engine: Engine, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-    views, total = engine.list(state=args.get("state"), limit=args.get("limit", 50))
-    return list_result(views, total, args.get("state"))
+    offset = args.get("offset", 0)
+    views, total = engine.list(state=args.get("state"), limit=args.get("limit", 50), offset=offset)
+    return list_result(views, total, args.get("state"), offset)
 
 
 def build_registry(engine: Engine | None) -> ToolRegistry:

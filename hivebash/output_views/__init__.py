@@ -5,10 +5,12 @@ Every view reads the files in blocks (never whole: an output may be many GiB), c
 answer that carries a view stays under 8 KiB however large the files are. Lines are numbered from 1 and
 ended by `\\n`.
 
-The rooms: reading (types, limits, block and line reading), line_index (line numbers), grep_view,
-window_view, tail_view, wait_for, request (what a status asks to see, and its rendering).
+The rooms: reading (types, limits, block and line reading), line_index (line numbers), line_count (the
+lines of a growing file), grep_view, window_view, tail_view, failures (a failed task's error lines),
+wait_for, request (what a status asks to see, and its rendering).
 """
 
+from .failures import FAILURE_LINES, FAILURE_PATTERN, failure_lines
 from .grep_view import compile_pattern, grep
 from .line_index import LineIndex
 from .reading import (
@@ -28,6 +30,6 @@ from .tail_view import tail
 from .wait_for import Watch, watch
 from .window_view import window
 
-__all__ = ["BLOCK", "CONTEXT_MAX", "DEFAULT_MAX_LINES", "GREP_SECONDS", "LINE_CAP", "MAX_LINES_MAX", "STREAMS",
+__all__ = ["FAILURE_LINES", "FAILURE_PATTERN", "failure_lines", "BLOCK", "CONTEXT_MAX", "DEFAULT_MAX_LINES", "GREP_SECONDS", "LINE_CAP", "MAX_LINES_MAX", "STREAMS",
            "VIEW_BUDGET", "Line", "LineIndex", "Source", "View", "ViewError", "ViewRequest", "Watch",
            "check_view", "compile_pattern", "grep", "render", "tail", "watch", "window"]

@@ -174,7 +174,7 @@ def _with_context(fd: int, hits: list[_Hit], context: int) -> list[list[Line]]:
                 break
             if number > h.number and number in hit_numbers:
                 stop = number + context  # a later hit inside the context extends the group
-            group.append(Line(h.stream, number, shown_text(raw), number in hit_numbers))
+            group.append(Line(h.stream, number, shown_text(raw, nxt - offset), number in hit_numbers))
             offset, number = nxt, number + 1
         last_shown = number - 1
     return groups

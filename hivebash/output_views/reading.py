@@ -69,11 +69,15 @@ def blocks(fd: int, start: int, buf: bytearray, stop: int | None = None):
         offset += end
 
 
-def shown_text(raw: bytes) -> str:
-    """A line as the model sees it: cleaned of terminal noise, cut to LINE_CAP characters."""
+def shown_text(raw: bytes, span: int | None = None) -> str:
+    """A line as the model sees it: cleaned of terminal noise, cut to LINE_CAP characters. `span`: the bytes
+    the whole line takes (with its newline), when `raw` is only its start (read_line_at reads LINE_CAP*4
+    bytes of it): what was not read is counted in bytes, so a 100,000-character line says so."""
     text = readable(raw)
-    if len(text) > LINE_CAP:
-        text = f"{text[:LINE_CAP]}… ({len(text) - LINE_CAP} more characters)"
+    unread = 0 if span is None else max(0, span - len(raw) - 1)
+    if len(text) > LINE_CAP or unread:
+        more = len(text[LINE_CAP:].encode()) + unread
+        text = f"{text[:LINE_CAP]}… ({more:,} more {'bytes' if unread else 'characters'})"
     return text
 
 

@@ -1,75 +1,208 @@
-"""The end of output files, or only what is new since the agent was last shown them (new_only)."""
+"""The end of output files (optionally its last N lines), or what the agent was not shown yet (new_only),
+with line numbers in every header.
+
+What an answer shows moves the agent's cursor (`View.read_to`) only over what it showed: a tail that skipped
+part of the unseen output leaves the cursor where it was, so `new_only` still delivers the skipped lines.
+`new_only` shows the unseen output from its start, as much as fits, and says which lines are left and the
+call that shows them.
+"""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
+from common.humanize import human_bytes
 from common.terminal_text import readable
 
+from .line_count import line_total, newlines_before, remember
 from .reading import LINE_CAP, VIEW_BUDGET, Source, View, open_output
 
 
-def _tail_bytes(fd: int, start: int, size: int, share: int) -> tuple[str, int]:
-    """The last bytes of [start, size) whose readable text fits in `share` bytes, and where they begin."""
+def count(n: int) -> str:
+    return f"{n:,}"
+
+
+def lines_text(n: int) -> str:
+    return f"{n:,} line{'' if n == 1 else 's'}"
+
+
+def span_text(first: int, last: int) -> str:
+    return f"line {first:,}" if first == last else f"lines {first:,}-{last:,}"
+
+
+def size_text(n: int) -> str:
+    return f"{n} bytes" if n < 1024 else human_bytes(n)
+
+
+def _skip_partial(raw: bytes, first: int) -> tuple[bytes, int]:
+    """Drop a character cut at the start of `raw`, then the rest of the line cut there."""
+    skip = 0
+    while skip < min(3, len(raw)) and raw[skip] & 0xC0 == 0x80:
+        skip += 1
+    raw, first = raw[skip:], first + skip
+    nl = raw.find(b"\n", 0, LINE_CAP)
+    if 0 <= nl < len(raw) - 1:
+        raw, first = raw[nl + 1:], first + nl + 1
+    return raw, first
+
+
+def _tail_bytes(fd: int, start: int, size: int, share: int) -> tuple[bytes, str, int]:
+    """The last bytes of [start, size) whose readable text fits in `share` bytes: (raw, text, where they begin)."""
     first = max(start, size - share)
     raw = os.pread(fd, size - first, first)
     while True:
-        if first > start:  # cut inside a character: skip its continuation bytes
-            skip = 0
-            while skip < min(3, len(raw)) and raw[skip] & 0xC0 == 0x80:
-                skip += 1
-            raw, first = raw[skip:], first + skip
-            nl = raw.find(b"\n", 0, LINE_CAP)  # and the rest of a line cut at its start
-            if 0 <= nl < len(raw) - 1:
-                raw, first = raw[nl + 1:], first + nl + 1
+        if first > start:
+            raw, first = _skip_partial(raw, first)
         text = readable(raw)
         grown = len(text.encode())
         if grown <= share:
-            return text, first
+            return raw, text, first
         cut = len(raw) - len(raw) * share // grown + 1  # escapes made it longer than the bytes it shows
         raw, first = raw[cut:], first + cut
 
 
-def _begins(sources: list[Source], sizes: dict[str, int],
-            starts: dict[str, int] | None) -> tuple[dict[str, int], set[str]]:
-    """Where each stream's view begins, and which streams are now smaller than the reader's cursor: those were
-    truncated (by the task or the agent) since, so what they hold now was never shown and starts at byte 0."""
-    begin, truncated = {}, set()
-    for src in sources:
-        start = (starts or {}).get(src.stream, 0)
-        if start > sizes[src.stream]:
-            start = 0
-            truncated.add(src.stream)
-        begin[src.stream] = start
-    return begin, truncated
+def _head_bytes(fd: int, start: int, size: int, share: int) -> tuple[bytes, str, int]:
+    """The first whole lines of [start, size) whose readable text fits in `share`: (raw, text, where they end).
+    A single line longer than the share is cut (the rest stays unseen)."""
+    raw = os.pread(fd, min(size - start, share), start)
+    while True:
+        if start + len(raw) < size:
+            nl = raw.rfind(b"\n")
+            if nl >= 0:
+                raw = raw[:nl + 1]
+        text = readable(raw)
+        grown = len(text.encode())
+        if grown <= share or len(raw) <= 1:
+            return raw, text, start + len(raw)
+        raw = raw[: len(raw) * share // grown]
 
 
-def _head(src: Source, size: int, start: int, first: int, shown: bool, new_only: bool, was: int | None) -> str:
-    """A stream's header line; `was`: the cursor of a file truncated below it since (its text starts at 0)."""
-    cut = f"truncated (was {was} bytes when last shown, now {size}); " if was is not None else ""
-    new = (cut + "new from byte 0: " if cut else f"new since byte {start}: ") if new_only else ""
-    if not shown:
-        return f"--- {src.stream}: {cut}nothing new ({size} bytes, {src.path}) ---" if new_only else \
-            f"--- {src.stream}: empty ---"
-    if first > start:
-        return (f"--- {src.stream}: {new}last {size - first} of {size - start} bytes ({first - start} elided: "
-                f"grep or from_line read them; file {src.path}) ---")
-    return f"--- {src.stream}: {new}{size - start} bytes ({src.path}) ---"
+def _last_lines_start(fd: int, size: int, lines: int) -> int:
+    """Where the last `lines` lines of the file begin (a final newline ends the last line, not a new one)."""
+    pos = size
+    wanted = lines + 1 if size and os.pread(fd, 1, size - 1) == b"\n" else lines
+    while pos > 0:
+        lo = max(0, pos - (1 << 16))
+        chunk = os.pread(fd, pos - lo, lo)
+        at = len(chunk)
+        while wanted:
+            at = chunk.rfind(b"\n", 0, at)
+            if at < 0:
+                break
+            wanted -= 1
+            if not wanted:
+                return lo + at + 1
+        pos = lo
+    return 0
 
 
-def tail(sources: list[Source], starts: dict[str, int] | None = None, budget: int = VIEW_BUDGET,
-         cap: int | None = None) -> View:
-    """The end of each source, cleaned, within `budget` bytes in all; with `starts`, only what lies after
-    `starts[stream]` (what the reader has not been shown: new_only). Empty streams leave their share to
-    the others. `cap`: at most that many bytes of any one stream (the daemon's --tail-bytes)."""
+@dataclass
+class _Shown:
+    """One stream's part of a tail view."""
+
+    size: int
+    start: int  # where the unseen output starts (new_only), else 0
+    first: int  # the first byte shown
+    end: int  # just past the last byte shown
+    raw: bytes
+    text: str
+    before: int | None  # newlines before `first` (None: not counted in time)
+    newlines: int | None  # newlines in the whole file
+    ends_nl: bool = True  # the file ends with a newline (its last line is whole)
+
+    @property
+    def first_line(self) -> int | None:
+        return None if self.before is None else self.before + 1
+
+    @property
+    def last_line(self) -> int | None:
+        if self.before is None:
+            return None
+        return self.before + self.raw.count(b"\n") + (0 if self.raw.endswith(b"\n") else 1)
+
+    def total(self, ends_with_newline: bool) -> int | None:
+        return None if self.newlines is None else line_total(self.newlines, self.size, ends_with_newline)
+
+
+def _read(src: Source, size: int, start: int, share: int, new_only: bool, lines: int | None) -> _Shown:
+    fd = open_output(src.path) if size else None
+    if fd is None:
+        return _Shown(size, start, size, size, b"", "", 0 if not size else None, 0 if not size else None)
+    try:
+        if new_only:
+            raw, text, end = _head_bytes(fd, start, size, share) if size > start else (b"", "", size)
+            first = start
+        else:
+            begin = _last_lines_start(fd, size, lines) if lines else 0
+            raw, text, first = _tail_bytes(fd, begin, size, share)
+            end = size
+        before = newlines_before(fd, first)
+        newlines: int | None
+        if before is not None and end == size:
+            newlines = before + raw.count(b"\n")
+            remember(fd, size, newlines)
+        else:
+            newlines = newlines_before(fd, size)
+        ends_nl = raw.endswith(b"\n") if end == size and raw else os.pread(fd, 1, size - 1) == b"\n"
+        return _Shown(size, start, first, end, raw, text, before, newlines, ends_nl)
+    finally:
+        os.close(fd)
+
+
+def _lines_text(shown: _Shown) -> str:
+    total = shown.total(shown.ends_nl)
+    return f"{lines_text(total)}, " if total is not None else ""
+
+
+def _head(stream: str, s: _Shown, new_only: bool, was: int | None, again: str) -> str:
+    cut = f"truncated (was {was} bytes when last shown, now {s.size}); " if was is not None else ""
+    lines = _lines_text(s)
+    total = s.total(s.ends_nl)
+    if not new_only:
+        if not s.size:
+            return f"--- {stream}: empty ---"
+        if s.first == 0:
+            return f"--- {stream}: {lines}{size_text(s.size)} ---"
+        shown_lines = (s.last_line or 0) - (s.first_line or 0) + 1 if s.text else 0
+        first_line, last_line = s.first_line, s.last_line
+        where = (f" ({span_text(first_line, last_line)})" if first_line is not None and last_line is not None
+                 and s.text else "")
+        return (f"--- {stream}: {lines}{size_text(s.size)}; last {count(shown_lines)} shown{where}; "
+                f"from_line or grep read the rest ---")
+    if not s.text:
+        return f"--- {stream}: {cut}nothing new ({lines}{size_text(s.size)} in all) ---" if s.size else \
+            f"--- {stream}: {cut}nothing new (empty) ---"
+    first_line, last_line = s.first_line, s.last_line
+    span = (f"new {span_text(first_line, last_line)}" if first_line is not None and last_line is not None
+            else f"new from byte {s.first}")
+    if s.end >= s.size:
+        return f"--- {stream}: {cut}{span} ({size_text(s.end - s.start)} new; {lines}{size_text(s.size)} in all) ---"
+    next_line = (s.last_line or 0) + (1 if s.raw.endswith(b"\n") else 0)
+    left = (span_text(next_line, total)
+            if total is not None and s.last_line is not None else f"bytes {s.end}-{s.size}")
+    return (f"--- {stream}: {cut}{span} shown; {left} ({size_text(s.size - s.end)}) not shown yet: "
+            f"{again} shows the next ---")
+
+
+def tail(sources: list[Source], cursors: dict[str, int] | None = None, new_only: bool = False,
+         budget: int = VIEW_BUDGET, cap: int | None = None, lines: int | None = None,
+         again: str = "new_only=true again") -> View:
+    """The end of each source (its last `lines` lines, if given), cleaned, within `budget` bytes in all; with
+    `new_only`, what lies after `cursors[stream]` (what the reader was not shown), from its start. Empty
+    streams leave their share to the others. `cap`: at most that many bytes of any one stream (the daemon's
+    --tail-bytes). `again`: the call that shows more of what is new."""
+    cursors = cursors or {}
     sizes = {}
     for src in sources:
         try:
             sizes[src.stream] = os.stat(src.path, follow_symlinks=False).st_size
         except FileNotFoundError:
             sizes[src.stream] = 0
-    begin, truncated = _begins(sources, sizes, starts)
-    shares, left = {}, budget - 160 * len(sources)
+    truncated = {s.stream for s in sources if cursors.get(s.stream, 0) > sizes[s.stream]}
+    cursor = {s.stream: 0 if s.stream in truncated else cursors.get(s.stream, 0) for s in sources}
+    begin = {s.stream: cursor[s.stream] if new_only else 0 for s in sources}
+    shares, left = {}, budget - 200 * len(sources)
     by_need = sorted(sources, key=lambda s: sizes[s.stream] - begin[s.stream])
     for i, src in enumerate(by_need):  # a short stream leaves the rest of its share to the longer one
         # (text: an escaped byte takes up to 4 bytes of it)
@@ -78,19 +211,16 @@ def tail(sources: list[Source], starts: dict[str, int] | None = None, budget: in
         left -= shares[src.stream]
     parts, data, read_to = [], {}, {}
     for src in sources:
-        size, start = sizes[src.stream], begin[src.stream]
-        text, first = "", size
-        fd = open_output(src.path) if size > start else None
-        if fd is not None:
-            try:
-                text, first = _tail_bytes(fd, start, size, shares[src.stream])
-            finally:
-                os.close(fd)
-        read_to[src.stream] = size
-        was = (starts or {}).get(src.stream) if src.stream in truncated else None
-        head = _head(src, size, start, first, bool(text), starts is not None, was)
-        body = text if not text or text.endswith("\n") else text + "\n(no newline at end)\n"
+        size = sizes[src.stream]
+        s = _read(src, size, begin[src.stream], max(shares[src.stream], 1), new_only, lines)
+        # The cursor moves over what was shown, when what was shown starts where the unseen output does.
+        read_to[src.stream] = s.end if s.first <= cursor[src.stream] else cursor[src.stream]
+        was = cursors.get(src.stream) if src.stream in truncated else None
+        head = _head(src.stream, s, new_only, was, again)
+        body = s.text if not s.text or s.text.endswith("\n") else s.text + "\n(no newline at end)\n"
         parts.append(head + "\n" + body)
-        data[src.stream] = {"path": src.path, "size": size, "from_byte": start, "text": text,
-                            "elided_bytes": max(0, first - start), "truncated": src.stream in truncated}
+        data[src.stream] = {"path": src.path, "size": size, "from_byte": s.start, "text": s.text,
+                            "elided_bytes": max(0, s.first - s.start) + (size - s.end),
+                            "truncated": src.stream in truncated, "lines": s.total(s.ends_nl),
+                            "first_line": s.first_line if s.text else None, "last_line": s.last_line if s.text else None}
     return View("".join(parts), {"streams": data}, read_to)

@@ -22,6 +22,25 @@ class Watch:
     regexes: tuple[re.Pattern, re.Pattern]
     buf: bytearray = field(default_factory=lambda: bytearray(1 << 16))
     truncated: int = 0  # how many times the file was found cut below the offset
+    origin: int = 0  # where the watch began: the lines before it were shown to the agent already
+
+    def earlier(self) -> Line | None:
+        """The first matching line before `origin` (one the agent was shown before the call), or None."""
+        if not self.origin:
+            return None
+        fd = open_output(self.source.path)
+        if fd is None:
+            return None
+        try:
+            stop = min(self.origin, os.fstat(fd).st_size)
+            hits, _, _ = scan(fd, self.source.stream, self.regexes, 0, 1, self.buf, stop, count=False)
+            if not hits:
+                return None
+            number_hits(fd, hits, self.buf)
+            raw, nxt = read_line_at(fd, hits[0].offset)
+            return Line(self.source.stream, hits[0].number, shown_text(raw, nxt - hits[0].offset))
+        finally:
+            os.close(fd)
 
     def check(self, final: bool = False) -> Line | None:
         """The first matching line written since the last check, or None; moves past what it read."""
@@ -42,7 +61,7 @@ class Watch:
             number_hits(fd, hits, self.buf)
             number = hits[0].number
             raw, self.offset = read_line_at(fd, hits[0].offset)
-            return Line(self.source.stream, number, shown_text(raw))
+            return Line(self.source.stream, number, shown_text(raw, self.offset - hits[0].offset))
         finally:
             os.close(fd)
 
@@ -58,11 +77,13 @@ class Watch:
         return self.offset
 
 
-def watch(source: Source, pattern: str, from_end: bool = True) -> Watch:
-    """A Watch of `source` for `pattern`, from the file's current end (only new lines) or its start."""
+def watch(source: Source, pattern: str, from_end: bool = True, start: int | None = None) -> Watch:
+    """A Watch of `source` for `pattern`: from byte `start` (the agent's cursor), else from the file's current
+    end (only new lines) or its start."""
     regexes = compile_pattern(pattern)
-    try:
-        size = os.stat(source.path, follow_symlinks=False).st_size if from_end else 0
-    except FileNotFoundError:
-        size = 0
-    return Watch(source, size, regexes)
+    if start is None:
+        try:
+            start = os.stat(source.path, follow_symlinks=False).st_size if from_end else 0
+        except FileNotFoundError:
+            start = 0
+    return Watch(source, start, regexes, origin=start)

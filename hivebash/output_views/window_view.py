@@ -1,9 +1,11 @@
-"""A window of numbered lines of output files (`from_line`, `max_lines`), within a byte budget."""
+"""A window of numbered lines of output files (`from_line`, `max_lines`; a negative `from_line` counts from
+the end, so `max_lines` alone reads the last lines), within a byte budget. Headers say how many lines there are."""
 
 from __future__ import annotations
 
 import os
 
+from .line_count import line_total, newlines_before
 from .line_index import offset_of_line
 from .reading import (
     MAX_LINES_MAX,
@@ -17,12 +19,22 @@ from .reading import (
     read_line_at,
     shown_text,
 )
+from .tail_view import count, lines_text
+
+
+def _total_lines(fd: int) -> int | None:
+    size = os.fstat(fd).st_size
+    before = newlines_before(fd, size)
+    if before is None:
+        return None
+    return line_total(before, size, size == 0 or os.pread(fd, 1, size - 1) == b"\n")
 
 
 def window(sources: list[Source], from_line: int, max_lines: int, budget: int = VIEW_BUDGET) -> View:
-    """Lines `from_line` .. `from_line + max_lines - 1` of each source, numbered, cut to `budget`."""
-    if isinstance(from_line, bool) or not isinstance(from_line, int) or from_line < 1:
-        raise ViewError("from_line: must be an integer >= 1 (the first line is 1)")
+    """Lines `from_line` .. `from_line + max_lines - 1` of each source, numbered, cut to `budget`; a negative
+    `from_line` is counted from the end (-1 is the last line)."""
+    if isinstance(from_line, bool) or not isinstance(from_line, int) or from_line == 0:
+        raise ViewError("from_line: must be a non-zero integer (the first line is 1; -20 starts 20 lines from the end)")
     if isinstance(max_lines, bool) or not isinstance(max_lines, int) or not 1 <= max_lines <= MAX_LINES_MAX:
         raise ViewError(f"max_lines: must be an integer from 1 to {MAX_LINES_MAX}")
     buf = read_buffer(sources)
@@ -32,14 +44,16 @@ def window(sources: list[Source], from_line: int, max_lines: int, budget: int = 
         fd = open_output(src.path)
         lines: list[Line] = []
         more = False
-        offset = None if fd is None else offset_of_line(fd, from_line, buf)
+        total = None if fd is None else _total_lines(fd)
+        first = from_line if from_line > 0 or total is None else max(1, total + from_line + 1)
+        offset = None if fd is None or (from_line < 0 and total is None) else offset_of_line(fd, first, buf)
         try:
             used = 0
             while fd is not None and offset is not None and len(lines) < max_lines:
                 raw, nxt = read_line_at(fd, offset)
                 if nxt == offset:
                     break
-                line = Line(src.stream, from_line + len(lines), shown_text(raw))
+                line = Line(src.stream, first + len(lines), shown_text(raw, nxt - offset))
                 size = len(line.text.encode()) + 12
                 if used + size > share - 200:
                     more = True
@@ -52,12 +66,15 @@ def window(sources: list[Source], from_line: int, max_lines: int, budget: int = 
         finally:
             if fd is not None:
                 os.close(fd)
+        of = f" of {count(total)}" if total is not None else ""
         if not lines:
-            head = f"--- {src.stream}: no line {from_line} (the output has fewer lines) ---"
+            has = f"the output has {lines_text(total)}" if total is not None else "the output has fewer lines"
+            head = (f"--- {src.stream}: no line {count(first)} ({has}; max_lines alone reads the last ones) ---"
+                    if total else f"--- {src.stream}: no lines (the output is empty) ---")
         else:
             last = lines[-1].number
-            head = f"--- {src.stream} lines {from_line}-{last}"
+            head = f"--- {src.stream} lines {count(first)}-{count(last)}{of}"
             head += f" (more follow: from_line={last + 1}) ---" if more else " (the end of the output) ---"
         parts.append("\n".join([head] + [f"{x.number}: {x.text}" for x in lines]))
-        data[src.stream] = {"from_line": from_line, "lines": [vars(x) for x in lines], "more": more}
+        data[src.stream] = {"from_line": first, "lines": [vars(x) for x in lines], "more": more, "total_lines": total}
     return View("\n".join(parts) + "\n", {"from_line": from_line, "max_lines": max_lines, "streams": data})

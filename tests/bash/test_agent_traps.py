@@ -4,7 +4,7 @@ Python SDK client against a real hive-bash-daemon (the answer's text is what mat
 from __future__ import annotations
 
 import pytest
-from daemon_harness import start_daemon, todo_sink
+from daemon_harness import start_daemon, todo_sink, wait_until
 from sdk_agent import SdkAgent, bash_daemon_argv
 
 from common.notices import Notices, promises_a_notice
@@ -16,6 +16,7 @@ def daemon(tmp_path_factory):
     """A daemon without a harness socket (no todo can reach the agent)."""
     root = tmp_path_factory.mktemp("traps")
     d = start_daemon(bash_daemon_argv(root / "state"), root)
+    d.state = root / "state"
     yield d
     d.stop()
 
@@ -75,3 +76,90 @@ def test_a_text_that_breaks_the_rule_is_refused():
     with pytest.raises(ValueError, match="promises a todo"):
         Notices(False).say("x", "its end arrives as a todo")
     assert Notices(True).say("a todo comes", "check with status") == "a todo comes"
+
+
+# ----- deliverable 1: wait_for sees a line printed before the call, and says where an earlier one was -------------
+
+def test_wait_for_matches_a_ready_line_printed_between_two_calls(agent, daemon, tmp_path):
+    gate = tmp_path / "gate1"
+    text = agent.call("run", cmd=f"until [ -e {gate} ]; do sleep 0.02; done; echo Server ready; sleep 60",
+                      name="srv1", wait_for="ready", wait_seconds=0.3)
+    assert "wait_for 'ready': no line you were not shown yet matched" in text
+    assert 'still waiting: status(id="srv1", wait_for="ready", wait_seconds=30) waits on' in text
+    gate.touch()
+    out = daemon.state / "bash-tasks" / "srv1.out"
+    wait_until(lambda: b"ready" in out.read_bytes(), 20, "the ready line")  # printed, never shown to the agent
+    text = agent.call("status", id="srv1", wait_for="ready", wait_seconds=20)  # the line came before this call
+    assert "wait_for matched (srv1, stdout line 1): Server ready" in text.splitlines()[1], text
+    again = agent.call("status", id="srv1", wait_for="ready", wait_seconds=0.3)  # now it was shown
+    assert "stdout line 1 matched earlier (shown before): Server ready" in again.splitlines()[1], again
+    agent.call("kill", id="srv1", force=True)
+
+
+# ----- deliverable 2: a trailing `&` ---------------------------------------------------------------------------
+
+def test_a_trailing_ampersand_is_waited_on_and_said_in_every_answer(agent):
+    text = agent.call("run", cmd="(sleep 1; echo ready; sleep 5) &", name="amp", wait_for="ready", wait_seconds=20)
+    lines = text.splitlines()
+    assert lines[0].startswith("id=amp status=done exit_code=0") and "leftover_processes=1" in lines[0], text
+    assert any(line.startswith("the shell exited; 1 process it started still runs and writes to its output")
+               for line in lines), text
+    assert "wait_for matched (amp, stdout line 1): ready" in text
+    assert "the shell exited; 1 process" in agent.call("status", id="amp")
+    listing = agent.call("list")
+    assert any(line.startswith("amp ") and "done+1" in line for line in listing.splitlines()), listing
+    assert "(+N: the shell exited, N processes it started still run; kill(id) stops them)" in listing
+    assert "do not end `cmd` with `&`" in agent.tools()["run"]["description"]
+    agent.call("kill", id="amp", force=True)
+
+
+# ----- deliverables 3 and 4: line numbers everywhere; new_only delivers what was cut -----------------------------
+
+def test_last_lines_line_counts_and_windows_past_the_end(agent):
+    text = agent.call("run", cmd="seq 1 100000", name="lines", wait_seconds=20)
+    assert "--- stdout: 100,000 lines, 575.1KiB; last " in text and "(lines 99," in text, text
+    last = agent.call("status", id="lines", max_lines=20)
+    assert "--- stdout lines 99,981-100,000 of 100,000 (the end of the output) ---\n99981: 99981\n" in last, last
+    assert agent.call("status", id="lines", from_line=-2, max_lines=1).count("\n99999: 99999\n") == 1
+    past = agent.call("status", id="lines", from_line=160000, stream="stdout")
+    assert "--- stdout: no line 160,000 (the output has 100,000 lines; max_lines alone reads the last ones) ---" in past
+    few = agent.call("status", id="lines", tail_lines=3)
+    assert "--- stdout: 100,000 lines, 575.1KiB; last 3 shown (lines 99,998-100,000)" in few and few.endswith(
+        "99998\n99999\n100000\n--- stderr: empty ---\n"), few
+
+
+def test_new_only_delivers_the_lines_a_tail_cut(agent):
+    text = agent.call("run", cmd="seq 1 100; sleep 30", name="cutoff", wait_seconds=1)
+    assert "last 10 shown (lines 91-100)" in text, text
+    new = agent.call("status", id="cutoff", new_only=True)
+    assert "--- stdout: new lines 1-100 (292 bytes new; 100 lines, 292 bytes in all) ---\n1\n2\n" in new, new
+    assert "nothing new (100 lines" in agent.call("status", id="cutoff", new_only=True)
+    agent.call("kill", id="cutoff", force=True)
+
+
+def test_new_only_of_a_long_output_says_which_lines_are_left_and_how_to_see_them(agent):
+    agent.call("run", cmd="seq 1 5000; sleep 30", name="chatty", wait_seconds=0)
+    first = agent.call("status", id="chatty", new_only=True, wait_for="^5000$", wait_seconds=20)
+    head = next(line for line in first.splitlines() if line.startswith("--- stdout: new lines 1-"))
+    shown_to = int(head.split("new lines 1-")[1].split(" ")[0].replace(",", ""))
+    assert f"lines {shown_to + 1:,}-5,000" in head and 'status(id="chatty", new_only=true) shows the next' in head, head
+    nxt = agent.call("status", id="chatty", new_only=True)
+    assert f"--- stdout: new lines {shown_to + 1:,}-" in nxt and f"\n{shown_to + 1}\n" in f"\n{nxt}"
+    agent.call("kill", id="chatty", force=True)
+
+
+# ----- deliverable 6: several tasks -----------------------------------------------------------------------------
+
+def test_status_of_several_waits_for_all_and_an_ended_one_ends_no_wait(agent):
+    agent.call("run", cmd="exit 3", name="early", wait_seconds=20)
+    agent.call("run", cmd="sleep 0.5; echo half", name="half", wait_seconds=0)
+    agent.call("run", cmd="sleep 1; echo one", name="one", wait_seconds=0)
+    text = agent.call("status", ids=["early", "half", "one"], wait_seconds=20)
+    assert "id=half status=done" in text and "id=one status=running" in text, text  # early ended no wait
+    assert "  stdout| half\n" in text
+    assert 'ended during this call: half; ended before it: early; still running: one; status(id="one", wait_seconds=30)' in text
+    agent.call("run", cmd="sleep 0.3", name="a2", wait_seconds=0)
+    agent.call("run", cmd="sleep 0.8", name="b2", wait_seconds=0)
+    both = agent.call("status", ids=["a2", "b2"], all=True, wait_seconds=20)
+    assert "id=a2 status=done" in both and "id=b2 status=done" in both and "all ended" in both, both
+    assert "all: goes with ids" in agent.call("status", id="a2", all=True, error=True)

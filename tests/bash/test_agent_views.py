@@ -92,7 +92,7 @@ def test_task_started_says_running_and_shows_the_output_so_far(agent_tools):
     res = call(tools, "run", cmd="echo '\x1b[32mready\x1b[0m'; echo warming up >&2; sleep 30", name="srv",
                wait_seconds=1)
     assert res.text.splitlines()[1].startswith("status=running")
-    assert "--- stdout, last lines so far (" in res.text and "\nready\n" in res.text and "\nwarming up\n" in res.text
+    assert "--- stdout: 1 line, 15 bytes ---\nready\n" in res.text and "\nwarming up\n" in res.text
     assert "its completion will surface as a todo" in res.text
     now = call(tools, "run", cmd="sleep 30", name="now", wait_seconds=0)
     assert now.data["status"] == "running"  # given a slot, spawned before the answer
@@ -103,7 +103,7 @@ def test_task_started_says_running_and_shows_the_output_so_far(agent_tools):
 def test_new_only_shows_what_the_agent_was_not_shown(agent_tools, tmp_path):
     tools, engine = agent_tools
     gate = tmp_path / "gate"
-    call(tools, "run", cmd=f"echo first; while [ ! -e {gate} ]; do sleep 0.02; done; echo second", name="grow",
+    call(tools, "run", cmd=f"sleep 0.2; echo first; while [ ! -e {gate} ]; do sleep 0.02; done; echo second", name="grow",
          wait_seconds=0)
     assert wait_until(lambda: "first" in call(tools, "status", OPERATOR, id="grow").data["stdout"]["tail"])
     assert "first" in call(tools, "status", OPERATOR, id="grow", new_only=True).text  # the operator moves nothing
@@ -112,7 +112,7 @@ def test_new_only_shows_what_the_agent_was_not_shown(agent_tools, tmp_path):
     gate.touch()
     call(tools, "status", OPERATOR, id="grow", wait_seconds=20)
     new = call(tools, "status", id="grow", new_only=True).text.split("\ncwd: ")[1]
-    assert "--- stdout: new since byte 6: 7 bytes (" in new and "\nsecond\n" in new and "first" not in new
+    assert "--- stdout: new line 2 (7 bytes new; 2 lines, 13 bytes in all) ---" in new and "\nsecond\n" in new and "first" not in new
     assert "nothing new" in call(tools, "status", id="grow", new_only=True, stream="stdout").text
 
 
@@ -146,7 +146,7 @@ def test_new_only_and_wait_for_see_what_follows_a_truncation(agent_tools, tmp_pa
         f.truncate(0)
         f.write(b"late\n")
     new = call(tools, "status", id="cut", new_only=True, stream="stdout").text
-    assert "--- stdout: truncated (was 12 bytes when last shown, now 5); new from byte 0: 5 bytes (" in new
+    assert "--- stdout: truncated (was 12 bytes when last shown, now 5); new line 1 (5 bytes new; 1 line, 5 bytes in all) ---" in new
     assert new.endswith("\nlate\n")
 
 
@@ -157,7 +157,7 @@ def test_grep_and_window_views_and_stream(agent_tools):
     assert "--- grep '^1234[0-9]$' in stdout: 10 matching lines ---" in res.text
     assert "stdout:12339- 12339\nstdout:12340: 12340" in res.text and res.data["view"]["streams"]["stdout"]["matches"] == 10
     res = call(tools, "status", id="seq", from_line=19999, max_lines=5, stream="stdout")
-    assert "--- stdout lines 19999-20000 (the end of the output) ---\n19999: 19999\n20000: 20000\n" in res.text
+    assert "--- stdout lines 19,999-20,000 of 20,000 (the end of the output) ---\n19999: 19999\n20000: 20000\n" in res.text
     assert "stderr" not in res.text.split("cwd:")[1]
     assert "E: broken" in call(tools, "status", id="seq", stream="stderr").text
 
@@ -169,7 +169,7 @@ def test_status_of_several_ids_answers_when_the_first_ends(agent_tools, todos):
     res = call(tools, "status", ids=["slow", "quick"], wait_seconds=20)
     lines = res.text.splitlines()
     assert lines[0].startswith("id=slow status=running") and lines[1].startswith("id=quick status=done exit_code=4")
-    assert res.data["ended"] == ["quick"] and "ended: quick" in res.text
+    assert res.data["ended"] == ["quick"] and "ended during this call: quick; still running: slow" in res.text
     assert not [c for c in todos.for_key("quick") if c[0] == "upsert" and "status=done" in c[2]]  # delivered inline
     call(tools, "kill", id="slow", force=True)
 
@@ -183,7 +183,7 @@ def test_wait_for_ends_the_wait_at_a_new_matching_line(agent_tools, todos):
     assert res.data["wait"]["waited"] < 15 and todos.wait_upserts("web")[0]["data"]["status"] == "running"
     # status: only a line written after the call counts
     res = call(tools, "status", id="web", wait_for="listening", wait_seconds=0.5)
-    assert "wait_for 'listening': no new line matched" in res.text and res.data["status"] == "running"
+    assert "wait_for 'listening': no line you were not shown yet matched; stdout line 2 matched earlier" in res.text and res.data["status"] == "running"
     call(tools, "kill", id="web", force=True)
     ended = call(tools, "run", cmd="echo nothing here", name="none", wait_for="never", wait_seconds=20)
-    assert ended.data["status"] == "done" and "no new line matched" in ended.text
+    assert ended.data["status"] == "done" and "no line you were not shown yet matched" in ended.text

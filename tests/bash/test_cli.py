@@ -148,7 +148,7 @@ def test_operator_views_and_wait_never_clear_the_agents_todo(bash_daemon, sink):
     hb(d, "run", "--name", "slow", "sleep 300")
     hb(d, "run", "--name", "quick", "sleep 0.3; exit 5")
     code, out = hb(d, "wait", "slow", "quick", "--timeout", "20")
-    assert code == 5 and out.splitlines()[1].startswith("id=quick status=done exit_code=5") and "ended: quick" in out
+    assert code == 5 and out.splitlines()[1].startswith("id=quick status=done exit_code=5") and "ended during this call: quick" in out
     hb(d, "kill", "--force", "slow")
     todos = {t["key"]: t for t in sink_todos(sink)}
     assert "status=done" in todos["logs"]["summary"] and "status=done" in todos["quick"]["summary"]

@@ -10,8 +10,8 @@ import pytest
 from hivebash_testkit import ended_in_memory, marked_processes, shell_exited, task_ids, wait_idle, wait_until
 
 from hivebash import runner
+from hivebash.answer_texts import facts_line
 from hivebash.engine import EngineError, UnknownTask
-from hivebash.views import facts_line
 
 
 def test_run_inline_result_has_exit_code_tails_rusage_and_no_todo(engine, todos):

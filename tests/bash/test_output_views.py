@@ -96,33 +96,46 @@ def test_grep_stream_regex_and_bad_arguments(big):
 def test_window_reads_around_a_line(big):
     view = window(big["sources"][:1], MARKER_LINE - 2, 5)
     text = _bounded(view)
-    assert text.splitlines()[0] == f"--- stdout lines {MARKER_LINE - 2}-{MARKER_LINE + 2} (more follow: from_line={MARKER_LINE + 3}) ---"
+    total = big["units"] * 1000
+    assert text.splitlines()[0] == (f"--- stdout lines {MARKER_LINE - 2:,}-{MARKER_LINE + 2:,} of {total:,} (more follow: "
+                                    f"from_line={MARKER_LINE + 3}) ---")
     assert f"{MARKER_LINE}: MARKER \u2713 at five thousand" in text
     far = window(big["sources"][:1], big["units"] * 1000, 3).text
-    assert far.splitlines()[0] == f"--- stdout lines {big['units'] * 1000}-{big['units'] * 1000} (the end of the output) ---"
+    assert far.splitlines()[0] == f"--- stdout lines {total:,}-{total:,} of {total:,} (the end of the output) ---"
     assert far.endswith(f"{big['units'] * 1000}: {FILLER.decode()}")
-    assert "no line" in window(big["sources"][1:], 99, 3).text
+    assert "--- stderr: no line 99 (the output has 3 lines; max_lines alone reads the last ones) ---" in window(
+        big["sources"][1:], 99, 3).text
+    last = window(big["sources"][:1], -2, 2).text  # the last lines, counted from the end
+    assert last.splitlines()[0] == f"--- stdout lines {total - 1:,}-{total:,} of {total:,} (the end of the output) ---"
     many = window(big["sources"][:1], 1, 500)
     assert len(many.data["streams"]["stdout"]["lines"]) < 500 and "more follow" in _bounded(many)
-    with pytest.raises(ViewError, match="from_line: must be an integer >= 1"):
+    with pytest.raises(ViewError, match="from_line: must be a non-zero integer"):
         window(big["sources"], 0, 5)
 
 
 def test_tail_and_new_only(big, tmp_path):
     first = tail(big["sources"])
     text = _bounded(first)
-    assert "elided: grep or from_line read them" in text and "100%\nerror: two" in text
+    total = big["units"] * 1000
+    assert f"--- stdout: {total:,} lines, 99.6MiB; last " in text and "from_line or grep read the rest ---" in text
+    assert "--- stderr: 3 lines, 40 bytes ---\nwarning: one\n100%\nerror: two" in text
     assert "10%" not in text
-    assert first.read_to == {"stdout": big["size"], "stderr": len(b"warning: one\r\n 10%\r 50%\r100%\nerror: two\n")}
-    again = tail(big["sources"], starts=first.read_to)
-    assert again.text.count("nothing new") == 2
+    err_size = len(b"warning: one\r\n 10%\r 50%\r100%\nerror: two\n")
+    # Issue 27, trap 4: the tail skipped most of stdout, so the cursor stays: those lines are still new.
+    assert first.read_to == {"stdout": 0, "stderr": err_size}
+    again = tail(big["sources"], first.read_to, new_only=True)
+    assert again.text.startswith("--- stdout: new lines 1-") and "not shown yet: new_only=true again shows the next" in again.text
+    assert "--- stderr: nothing new (3 lines, 40 bytes in all) ---" in _bounded(again)
+    assert 0 < again.read_to["stdout"] < big["size"] and again.read_to["stderr"] == err_size
+    seen_all = tail(big["sources"], {"stdout": big["size"], "stderr": err_size}, new_only=True)
+    assert seen_all.text.count("nothing new") == 2
     grown = tmp_path / "g.out"
     grown.write_bytes(b"old\n")
     src = [Source("stdout", str(grown))]
     seen = tail(src).read_to
     with open(grown, "ab") as f:
         f.write(b"new \x1b[32mline\x1b[0m\n")
-    assert tail(src, starts=seen).text == f"--- stdout: new since byte 4: 18 bytes ({grown}) ---\nnew line\n"
+    assert tail(src, seen, new_only=True).text == "--- stdout: new line 2 (18 bytes new; 2 lines, 22 bytes in all) ---\nnew line\n"
 
 
 def test_new_only_after_the_file_was_truncated_shows_it_from_its_start(tmp_path):
@@ -132,16 +145,16 @@ def test_new_only_after_the_file_was_truncated_shows_it_from_its_start(tmp_path)
     src = [Source("stdout", str(path))]
     seen = tail(src).read_to
     path.write_bytes(b"")  # what `: > t.out` does; the task's O_APPEND writes then land at the new end
-    emptied = tail(src, starts=seen)
-    assert emptied.text == f"--- stdout: truncated (was 291 bytes when last shown, now 0); nothing new (0 bytes, {path}) ---\n"
+    emptied = tail(src, seen, new_only=True)
+    assert emptied.text == "--- stdout: truncated (was 291 bytes when last shown, now 0); nothing new (empty) ---\n"
     assert emptied.read_to == {"stdout": 0}
     with open(path, "ab") as f:
         f.write(b"written after\n")
-    after = tail(src, starts=seen)  # the cursor was never moved: the file is still below it
-    assert after.text == (f"--- stdout: truncated (was 291 bytes when last shown, now 14); new from byte 0: 14 bytes "
-                          f"({path}) ---\nwritten after\n")
+    after = tail(src, seen, new_only=True)  # the cursor was never moved: the file is still below it
+    assert after.text == ("--- stdout: truncated (was 291 bytes when last shown, now 14); new line 1 (14 bytes new; "
+                          "1 line, 14 bytes in all) ---\nwritten after\n")
     assert after.data["streams"]["stdout"]["truncated"] and after.data["streams"]["stdout"]["from_byte"] == 0
-    assert tail(src, starts=after.read_to).text.startswith("--- stdout: nothing new (14 bytes")
+    assert tail(src, after.read_to, new_only=True).text.startswith("--- stdout: nothing new (1 line, 14 bytes")
 
 
 def test_binary_output_stays_within_the_bound(tmp_path):
@@ -157,7 +170,7 @@ def test_long_lines_are_searched_in_pieces_and_shown_cut(tmp_path, monkeypatch):
     path.write_bytes(b"a" * 10000 + b"NEEDLE" + b"b" * 10000 + b"NEEDLE\nshort NEEDLE\n")
     view = grep([Source("stdout", str(path))], "NEEDLE")
     assert view.data["streams"]["stdout"]["matches"] == 2  # the long line counts once
-    assert "stdout:1: aaaa" in view.text and "more characters)" in view.text and "stdout:2: short NEEDLE" in view.text
+    assert "stdout:1: aaaa" in view.text and "… (19,612 more bytes)" in view.text and "stdout:2: short NEEDLE" in view.text
 
 
 def test_watch_sees_only_new_complete_lines(tmp_path):

@@ -30,7 +30,7 @@ def test_run_inline_text_and_data(tools):
     first = res.text.splitlines()[0]
     assert first.startswith("id=t1 status=done exit_code=2 duration=") and "cpu=" in first
     assert "max_rss" not in first  # `exit 2` never grows past the daemon's own peak: no figure of its own
-    assert "--- stdout: 4 bytes (" in res.text and "\nout\n" in res.text and "\nerr\n" in res.text
+    assert "--- stdout: 1 line, 4 bytes ---" in res.text and "\nout\n" in res.text and "\nerr\n" in res.text
     assert res.data["status"] == "done" and res.data["exit_code"] == 2 and res.data["started"] is False
     assert res.data["stdout"]["tail"] == "out\n" and res.data["wait"]["capped"] is False
 

@@ -112,9 +112,10 @@ def test_agent_finds_reads_around_and_waits_through_the_views(stack):
 
     stack('MOCK:tool=mcp__bash__run {"cmd": "sleep 0.5; exit 3", "name": "first", "wait_seconds": 0}')
     stack('MOCK:tool=mcp__bash__run {"cmd": "sleep 60", "name": "second", "wait_seconds": 0}')
-    text = _bounded(stack('MOCK:tool=mcp__bash__status {"ids": ["first", "second"], "wait_seconds": 20}'))
+    # A claude turn outlasts "first": it has ended before the call, so it ends no wait (issue 27, trap 6).
+    text = _bounded(stack('MOCK:tool=mcp__bash__status {"ids": ["first", "second"], "wait_seconds": 1}'))
     assert "id=first status=done exit_code=3" in text and "id=second status=running" in text, text
-    assert "ended: first" in text
+    assert "ended before it: first; still running: second" in text or "ended during this call: first" in text
 
     server = {"cmd": "echo booting; sleep 0.5; echo 'ready: listening on 127.0.0.1:8080'; sleep 60", "name": "server",
               "wait_for": "ready: listening", "wait_seconds": 20}
@@ -171,3 +172,29 @@ def test_agent_drives_a_python_repl_on_a_terminal_through_send(stack):
     for text in stack.results:
         _bounded(text)
     stack('MOCK:tool=mcp__bash__kill {"id": "repl", "force": true}')
+
+
+def test_agent_waits_on_an_earlier_ready_line_reads_the_last_lines_and_waits_for_all(stack):
+    """Issue 27's path through real claude: a server's ready line printed before the first status still ends
+    its wait_for, the last 20 lines of a 100,000-line output, two tasks waited for with all; every answer that
+    reached the model is under 8 KiB."""
+    text = _bounded(stack('MOCK:tool=mcp__bash__run {"cmd": "sleep 1; echo Server ready on :8080; sleep 60", '
+                          '"name": "web27", "wait_seconds": 0}'))
+    assert text.startswith("task started: id=web27"), text
+    out = stack.bash_state / "bash-tasks" / "web27.out"
+    wait_until(lambda: b"ready" in out.read_bytes(), 20, "the ready line")  # printed before the next call
+    text = _bounded(stack('MOCK:tool=mcp__bash__status {"id": "web27", "wait_for": "ready", "wait_seconds": 20}'))
+    assert "wait_for matched (web27, stdout line 1): Server ready on :8080" in text, text
+
+    text = _bounded(stack('MOCK:tool=mcp__bash__run {"cmd": "seq 1 100000", "name": "count", "wait_seconds": 30}'))
+    assert text.startswith("id=count status=done exit_code=0") and "--- stdout: 100,000 lines," in text, text
+    text = _bounded(stack('MOCK:tool=mcp__bash__status {"id": "count", "max_lines": 20}'))
+    assert "--- stdout lines 99,981-100,000 of 100,000 (the end of the output) ---\n99981: 99981\n" in text, text
+    assert text.rstrip().endswith("100000: 100000") or "100000: 100000\n" in text, text
+
+    stack('MOCK:tool=mcp__bash__run {"cmd": "sleep 2; echo a-done", "name": "all-a", "wait_seconds": 0}')
+    stack('MOCK:tool=mcp__bash__run {"cmd": "sleep 4; echo b-done", "name": "all-b", "wait_seconds": 0}')
+    text = _bounded(stack('MOCK:tool=mcp__bash__status {"ids": ["all-a", "all-b"], "all": true, "wait_seconds": 30}'))
+    assert "id=all-a status=done exit_code=0" in text and "id=all-b status=done exit_code=0" in text, text
+    assert "all ended" in text and "  stdout| b-done" in text, text
+    stack('MOCK:tool=mcp__bash__kill {"id": "web27", "force": true}')

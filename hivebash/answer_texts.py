@@ -1,0 +1,238 @@
+"""The text (and data) of what `run`, `status` and `kill` answer, from the snapshots of hivebash/views.py.
+
+The model's first user rules: the facts line first; `cmd` and `cwd` in the first answer about a task and in
+answers about an ended one, not in every poll; what `wait_for` found right under the facts, in every answer;
+and each answer ends with what to do next when there is a next step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from common.humanize import human_bytes, one_line
+from common.notices import NO_SOCKET, Notices
+from common.tools import ToolResult
+
+from . import output_views as ov
+from . import task as T
+from .task import Task
+from .views import KillOutcome, ManyOutcome, Outcome, TaskView
+
+
+def still_alive_line(task_id: str, pids: list[int]) -> str:
+    """What a task's shell left running, and how to stop it (every answer while they live, and the todo)."""
+    verbs = "runs and writes" if len(pids) == 1 else "run and write"
+    return (f"the shell exited; {len(pids)} process{'es' if len(pids) != 1 else ''} it started still {verbs} "
+            f"to its output (pids {' '.join(map(str, pids))}); kill(id=\"{task_id}\") stops them")
+
+
+shell_exited_line = still_alive_line
+
+
+def unsaved_line(reason: str) -> str:
+    """A task whose end could not be saved (Lifecycle.persist): what that means, and what to do."""
+    full = "no space" in reason.lower()
+    return (f"warning: the end is not saved: {'the state disk is full' if full else 'the state disk refused it'} "
+            f"({reason}); a restart will report this task as interrupted. Free space in the state directory: "
+            "the daemon saves it again within 30 s")
+
+
+def facts_line(view: TaskView) -> str:
+    """The stable first line: id, status, exit code / signal, duration, resources."""
+    t, r = view.task, view.task.result
+    facts = [f"id={t.id}", f"status={t.state}"]
+    if t.stdin != "null":
+        facts.append(f"stdin={t.stdin}")
+    if r and r.exit_code is not None:
+        facts.append(f"exit_code={r.exit_code}")
+    if r and r.signal:
+        facts.append(f"signal={r.signal}")
+    if view.duration is not None:
+        facts.append(f"duration={view.duration:.2f}s")
+    if r and r.rusage:
+        facts.append(f"cpu={r.rusage.cpu_seconds:.2f}s")
+        if r.rusage.max_rss_exact:  # else the figure is the daemon's own peak, not the task's: left out
+            facts.append(f"max_rss={human_bytes(r.rusage.max_rss_bytes)}")
+    if view.queue_position:
+        facts.append(f"queue_position={view.queue_position}")
+    if view.leftovers:
+        facts.append(f"leftover_processes={len(view.leftovers)}")
+    return " ".join(facts)
+
+
+def _failure_block(view: TaskView) -> str:
+    if not view.failures:
+        return ""
+    lines = [f"{x.stream}:{x.number}: {x.text}" for x in view.failures]
+    return (f"--- lines above the tails that look like the failure ({ov.FAILURE_PATTERN[4:]}) ---\n"
+            + "\n".join(lines) + "\n")
+
+
+def about_lines(view: TaskView, first_answer: bool) -> list[str]:
+    """What the answer says about the task under its facts line."""
+    t, r = view.task, view.task.result
+    lines = [f"cmd: {one_line(t.cmd, 400)}", f"cwd: {t.cwd}"] if first_answer or t.terminal else []
+    if t.timeout_secs:
+        lines.append(f"timeout: {t.timeout_secs:g}s")
+    if r and r.note:
+        lines.append(f"note: {r.note}")
+    if view.leftovers:
+        lines.append(still_alive_line(t.id, view.leftovers))
+    if view.unsaved is not None:
+        lines.append(unsaved_line(view.unsaved))
+    if t.state == T.PENDING:
+        lines.append(f"queued: place {view.queue_position or '?'} in the queue; it starts when one of the daemon's "
+                     f"running tasks (max_running) ends; kill(id=\"{t.id}\") cancels it")
+    return lines
+
+
+def status_text(view: TaskView, extra_facts: str = "", matched: str = "", first_answer: bool = False) -> str:
+    lines = [facts_line(view) + extra_facts, *about_lines(view, first_answer)]
+    return ("\n".join(lines) + "\n" + matched + _failure_block(view) + (view.output.text if view.output else ""))
+
+
+def matched_line(outcome: Outcome) -> str:
+    """What `wait_for` found (or that it found nothing), with the call that waits on."""
+    if outcome.wait_for is None:
+        return ""
+    cut = (f"(truncated while watched: {', '.join(outcome.truncated)}; watched again from its start)\n"
+           if outcome.truncated else "")
+    if outcome.matched is not None:
+        m = outcome.matched
+        return f"wait_for matched ({outcome.matched_id}, {m.stream} line {m.number}): {m.text}\n" + cut
+    text = f"wait_for {outcome.wait_for!r}: no line you were not shown yet matched"
+    if outcome.earlier is not None:
+        e = outcome.earlier
+        text += f"; {e.stream} line {e.number} matched earlier (shown before): {e.text}"
+    task = outcome.view.task
+    if not task.terminal or outcome.view.leftovers:
+        text += (f"\nstill waiting: status(id=\"{task.id}\", wait_for={_quoted(outcome.wait_for)}, wait_seconds=30) "
+                 "waits on")
+    return text + "\n" + cut
+
+
+def _quoted(text: str) -> str:
+    import json
+    return json.dumps(text)
+
+
+def wait_facts(outcome: Outcome) -> tuple[str, dict[str, Any]]:
+    w = outcome.window
+    data = {"asked": w.asked, "seconds": w.seconds, "capped": w.capped, "waited": round(outcome.waited, 3),
+            "skipped": outcome.wait_skipped}
+    text = ""
+    if w.capped:
+        text += f" wait_capped={w.seconds:g}s(asked {w.asked:g}s)"
+    if outcome.wait_skipped:
+        text += " wait_skipped=busy"
+    return text, data
+
+
+BUSY_ADVICE = ("(no inline wait: every wait slot is taken by other calls; do not retry at once: do other work, or "
+               "kill tasks you no longer wait for, then ask again)\n")
+
+
+def outcome_result(outcome: Outcome, started_form: bool) -> ToolResult:
+    """Full status when terminal (or not the run tool); else run's `task started: id=<id>` answer."""
+    view = outcome.view
+    facts, wait = wait_facts(outcome)
+    data = view.to_dict() | {"wait": wait}
+    if outcome.wait_for is not None:
+        data["wait_for"] = {"pattern": outcome.wait_for, "matched": vars(outcome.matched) if outcome.matched else None,
+                            "earlier": vars(outcome.earlier) if outcome.earlier else None,
+                            "truncated": outcome.truncated}
+    busy = BUSY_ADVICE if outcome.wait_skipped else ""
+    if started_form and not view.task.terminal:
+        data["started"] = True
+        return ToolResult(_started_text(outcome, facts) + busy + _next(view, outcome.notices), data)
+    if started_form:
+        data["started"] = False
+    return ToolResult(status_text(view, facts, matched_line(outcome), outcome.first_answer) + busy, data)
+
+
+def _started_text(outcome: Outcome, facts: str) -> str:
+    view = outcome.view
+    task = view.task
+    first = (f"task queued: id={task.id}" if task.state == T.PENDING else f"task started: id={task.id}")
+    lines = [first, f"status={task.state} waited={outcome.waited:.2f}s{facts}", *about_lines(view, True)]
+    if outcome.window.capped:
+        lines.append(f"(wait_seconds={outcome.window.asked:g} was capped at {outcome.window.seconds:g})")
+    out = view.output.text if view.output and task.state != T.PENDING else ""
+    out = "".join(line for line in out.splitlines(True) if not (line.startswith("--- ") and line.endswith(": empty ---\n")))
+    files = f"output files: {view.stdout.path if view.stdout else ''} {view.stderr.path if view.stderr else ''}\n"
+    return "\n".join(lines) + "\n" + matched_line(outcome) + out + files + input_step(task)
+
+
+def _next(view: TaskView, notices: Notices) -> str:
+    if view.task.state == T.PENDING:
+        return notices.say(
+            f"It runs once a slot frees; its completion will surface as a todo. status(id=\"{view.task.id}\") checks it.\n",
+            f"It runs once a slot frees. No completion notice will come ({NO_SOCKET}): check it with "
+            f"status(id=\"{view.task.id}\", wait_seconds=30).\n")
+    return next_step(view.task.id, notices)
+
+
+def input_step(task: Task) -> str:
+    """How to type into a task that takes input (send.py)."""
+    if task.stdin == "null":
+        return ""
+    keys = ', keys: ["ctrl-c"] presses keys' if task.stdin == "tty" else ", eof: true ends its input"
+    return (f"It reads its input ({task.stdin}): send(id=\"{task.id}\", text=\"...\") types a line and answers with "
+            f"what it printed{keys}.\n")
+
+
+def next_step(task_id: str, notices: Notices) -> str:
+    """What a `task started` answer tells the agent to do next: the promise of a todo only when one can come."""
+    return notices.say(
+        f"It keeps running; its completion will surface as a todo. status(id=\"{task_id}\") checks it.\n",
+        f"It keeps running. No completion notice will come ({NO_SOCKET}): check it with "
+        f"status(id=\"{task_id}\", wait_seconds=30).\n")
+
+
+def _last_lines(view: TaskView) -> str:
+    """An ended task's last few lines (status(ids)), indented under its line."""
+    shown = []
+    for stream, tail in (("stdout", view.stdout), ("stderr", view.stderr)):
+        if tail is not None and tail.text:
+            shown += [f"  {stream}| {line}" for line in tail.text.rstrip("\n").split("\n")]
+    return "".join(line + "\n" for line in shown)
+
+
+def many_result(outcome: ManyOutcome) -> ToolResult:
+    """`status(ids=[...])`: one line per task (an ended one with its last lines), then how the wait went and
+    the call that waits on for those still running."""
+    facts, wait = wait_facts(outcome.first)
+    text = ""
+    for v in outcome.views:
+        text += f"{facts_line(v)} cmd: {one_line(v.task.cmd, 60)}\n"
+        if v.task.terminal:
+            text += _last_lines(v)
+    ended = [v.task.id for v in outcome.views if v.task.terminal]
+    running = [v.task.id for v in outcome.views if not v.task.terminal]
+    just = [i for i in ended if i not in outcome.ended_before]
+    summary = []
+    if just:
+        summary.append(f"ended during this call: {' '.join(just)}")
+    if outcome.ended_before & set(ended):
+        summary.append(f"ended before it: {' '.join(i for i in ended if i in outcome.ended_before)}")
+    if running:
+        ids = ", ".join(f'"{i}"' for i in running)
+        summary.append(f"still running: {' '.join(running)}; status(ids=[{ids}], wait_seconds=30) waits for the next "
+                       f"to end (all=true: for every one)" if len(running) > 1 else
+                       f"still running: {running[0]}; status(id=\"{running[0]}\", wait_seconds=30) waits for it")
+    else:
+        summary.append("all ended; status(id=...) shows a task's output")
+    text += "; ".join(summary) + f"{facts}\n" + matched_line(outcome.first) + (BUSY_ADVICE if outcome.first.wait_skipped else "")
+    data = {"tasks": [v.to_dict() for v in outcome.views], "ended": ended, "running": running,
+            "ended_before": sorted(outcome.ended_before), "all": outcome.every, "wait": wait}
+    if outcome.first.wait_for is not None:
+        data["wait_for"] = {"pattern": outcome.first.wait_for, "id": outcome.first.matched_id,
+                            "matched": vars(outcome.first.matched) if outcome.first.matched else None,
+                            "truncated": outcome.first.truncated}
+    return ToolResult(text, data)
+
+
+def kill_result(outcome: KillOutcome) -> ToolResult:
+    view = outcome.view
+    text = f"id={view.task.id} action={outcome.action} status={view.task.state}\n{outcome.message}\n"
+    return ToolResult(text, view.to_dict() | {"action": outcome.action, "message": outcome.message})
