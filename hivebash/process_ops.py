@@ -3,7 +3,7 @@ signal its group, and find, signal and stop a task's other processes.
 
 The engine and every task's worker reach processes only through a `ProcessOps`. `LinuxProcessOps` does it
 for real (os.killpg, pidfds, wait4, and psutil through processes.py); tests pass a recording fake
-(tests/bash/fake_ops.py) to walk the kill, cancel, timeout and leftover paths without processes or races.
+(tests/kit/fake_ops.py) to walk the kill, cancel, timeout and leftover paths without processes or races.
 """
 
 from __future__ import annotations

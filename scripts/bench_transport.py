@@ -8,7 +8,7 @@ import time
 
 from bench_support import REPO, Daemon, McpConnection, Row, percentiles, timed
 
-OURS = [sys.executable, str(REPO / "tests" / "common" / "echo_server.py")]
+OURS = [sys.executable, str(REPO / "tests" / "kit" / "echo_server.py")]
 SDK = [sys.executable, str(REPO / "scripts" / "bench_sdk_server.py")]
 
 

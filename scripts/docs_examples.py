@@ -1,7 +1,7 @@
 """Rewrite the examples in docs/ from what the daemons print: every block between
 `<!-- example: NAME -->` and `<!-- /example -->` in a Markdown file under docs/ (and README.md) is replaced by
 the example NAME, produced by running the real daemons (hive-bash-daemon; hive-subagent-daemon driving
-tests/subagent/fake_claude.py, a stand-in that writes what claude writes) through the real MCP client and a
+tests/kit/fake_claude.py, a stand-in that writes what claude writes) through the real MCP client and a
 socket that records the todo lines they send.
 
     scripts/docs-examples           rewrite the blocks in place

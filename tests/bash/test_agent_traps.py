@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from daemon_harness import start_daemon, todo_sink, wait_until
-from sdk_agent import SdkAgent, bash_daemon_argv
+from kit.sdk_agent import SdkAgent, bash_daemon_argv
 
 from common.notices import Notices, promises_a_notice
 from hivesubagent import tools as subagent_tools

@@ -5,7 +5,7 @@ cursor, waits on several tasks and on a line of output, and what `task started` 
 import threading
 
 import pytest
-from hivebash_testkit import settings, wait_until
+from kit.hivebash_testkit import settings, wait_until
 
 from common.tools import CallContext
 from hivebash import inline_wait

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from daemon_harness import sink_todos
-from hivebash_testkit import marked_processes, wait_until
+from kit.hivebash_testkit import marked_processes, wait_until
 
 from hivebash.cli import main
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from daemon_harness import sink_todos
-from hivebash_testkit import wait_until
+from kit.hivebash_testkit import wait_until
 
 from hivebash.cli import main
 

@@ -7,7 +7,8 @@ import os
 import threading
 
 import pytest
-from hivebash_testkit import ended_in_memory, marked_processes, shell_exited, task_ids, wait_idle, wait_until
+from kit.gate import Gate
+from kit.hivebash_testkit import ended_in_memory, marked_processes, shell_exited, task_ids, wait_idle, wait_until
 
 from hivebash import runner
 from hivebash.answer_texts import facts_line
@@ -44,10 +45,13 @@ def test_a_background_task_that_ends_at_once_gets_only_its_completion_todo(engin
     assert [c[0] for c in calls] == ["upsert"] and "status=done exit_code=0" in calls[0][2]
 
 
-def test_background_task_gets_running_todo_then_completion_then_status_clears_it(engine, todos):
-    out = engine.run("sleep 0.3; echo done", wait_seconds=0)
+def test_background_task_gets_running_todo_then_completion_then_status_clears_it(engine, todos, tmp_path):
+    gate = Gate(tmp_path)  # held until its running todo is out
+    out = engine.run(f"{gate.wait}; echo done", wait_seconds=0)
     tid = out.view.task.id
     assert out.view.task.state in ("pending", "running")
+    todos.wait_upserts(tid)
+    gate.open()
     assert wait_idle(engine, 10)
     calls = todos.for_key(tid)
     assert [c[0] for c in calls] == ["upsert", "upsert"]
@@ -91,15 +95,17 @@ def test_name_reuse_refused_while_running_allowed_after(engine):
     assert json.loads((engine.store.dir / "build.json").read_text())["state"] == "done"
 
 
-def test_pending_queue_runs_in_submission_order_and_kill_cancels_pending(make_engine):
+def test_pending_queue_runs_in_submission_order_and_kill_cancels_pending(make_engine, tmp_path):
     engine = make_engine(max_running=1)
-    a = engine.run("sleep 0.5; echo a", wait_seconds=0).view.task.id
+    gate = Gate(tmp_path)  # `a` holds the only slot until b was seen queued and cancelled
+    a = engine.run(f"{gate.wait}; echo a", wait_seconds=0).view.task.id
     b = engine.run("echo b", wait_seconds=0).view.task.id
     c = engine.run("echo c", wait_seconds=0).view.task.id
     st_b = engine.status(b)
     assert st_b.view.task.state == "pending" and st_b.view.queue_position == 1
     killed = engine.kill(b)
     assert killed.action == "cancelled" and killed.view.task.state == "killed" and killed.view.task.pid is None
+    gate.open()
     assert engine.status(c, wait_seconds=10).view.task.state == "done"
     sa, sc = engine.status(a).view, engine.status(c).view
     assert sa.task.result.ended_at <= sc.task.started_at  # c waited for a's slot

@@ -7,7 +7,7 @@ import os
 import signal
 
 import psutil
-from hivebash_testkit import TodoRecorder, marked_processes, settings, wait_until
+from kit.hivebash_testkit import TodoRecorder, marked_processes, settings, wait_until
 
 from hivebash.engine import Engine
 

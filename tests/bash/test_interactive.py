@@ -9,7 +9,8 @@ import threading
 import time
 
 import pytest
-from hivebash_testkit import marked_processes, wait_until
+from kit.gate import Gate
+from kit.hivebash_testkit import marked_processes, wait_until
 
 from common.tools import CallContext, ToolArgumentsError
 from hivebash.arguments import EngineError
@@ -237,8 +238,11 @@ def test_a_timeout_ends_a_tty_task_as_any_other(tools):
     assert "has ended (status=timed_out)" in refused(tools, "send", id="slow", text="1")
 
 
-def test_a_tty_tasks_todo_points_at_its_one_output_file(tools, todos):
-    call(tools, "run", cmd="echo on-the-terminal; sleep 0.3", stdin="tty", name="told", wait_seconds=0)
+def test_a_tty_tasks_todo_points_at_its_one_output_file(tools, todos, tmp_path):
+    gate = Gate(tmp_path)  # held until its running todo is out
+    call(tools, "run", cmd=f"echo on-the-terminal; {gate.wait}", stdin="tty", name="told", wait_seconds=0)
+    todos.wait_upserts("told")
+    gate.open()
     running, ended = (u["body"] for u in todos.wait_upserts("told", 2)[:2])
     assert "told.out" in running and "told.err" not in running, running
     body = ended

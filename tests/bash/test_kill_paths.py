@@ -7,8 +7,8 @@ import signal
 import threading
 
 import pytest
-from fake_ops import RecordingOps
-from hivebash_testkit import settings, shell_exited, wait_until
+from kit.fake_ops import RecordingOps
+from kit.hivebash_testkit import settings, shell_exited, wait_until
 
 from hivebash.engine import Engine
 from hivebash.records import record_of

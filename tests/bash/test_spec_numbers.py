@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from hivebash_testkit import settings
+from kit.hivebash_testkit import settings
 
 from common.mcp_client import call_tool
 from hivebash.engine import Engine

@@ -4,7 +4,7 @@ nothing), results carry a stable first line of key=value facts, the tails verbat
 import os
 
 import pytest
-from hivebash_testkit import task_ids, wait_until
+from kit.hivebash_testkit import task_ids, wait_until
 
 from common.tools import CallContext, ToolArgumentsError
 from hivebash.tools import build_registry

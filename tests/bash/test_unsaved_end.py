@@ -4,7 +4,7 @@ say so, a restart says only what was saved, and the daemon saves the end once th
 
 import json
 
-from hivebash_testkit import TodoRecorder, settings
+from kit.hivebash_testkit import TodoRecorder, settings
 
 from common.tools import CallContext
 from hivebash.engine import Engine

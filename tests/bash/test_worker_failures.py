@@ -3,7 +3,7 @@ leader reaped, and the end recorded as `killed` with the reason (never "failed t
 
 import json
 
-from hivebash_testkit import marked_processes, wait_until
+from kit.hivebash_testkit import marked_processes, wait_until
 
 from hivebash.lifecycle import Lifecycle
 from hivebash.runner import TaskRunner

@@ -11,20 +11,10 @@ import threading
 import click
 import pytest
 from daemon_harness import ECHO_SERVER
+from kit.clock import FakeClock
 
 from common.config import ServerSettings
 from common.mcp_sessions import SessionTable
-
-
-class FakeClock:
-    def __init__(self, now: float = 1000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture

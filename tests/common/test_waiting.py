@@ -3,16 +3,9 @@
 import threading
 
 import pytest
+from kit.clock import FakeClock
 
 from common.waiting import DEFAULT_WAIT_SECONDS, WAIT_CAP_SECONDS, WaitSlots, cap_wait, wait_for
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = 500.0
-
-    def __call__(self):
-        return self.now
 
 
 class ClockedCondition:
@@ -32,14 +25,14 @@ class ClockedCondition:
 
 
 def test_false_predicate_waits_exactly_the_window_and_returns_false():
-    clock = FakeClock()
+    clock = FakeClock(500.0)
     cond = ClockedCondition(clock)
     assert wait_for(cond, lambda: False, 5.0, clock) is False
     assert cond.timeouts == [5.0] and clock.now == 505.0
 
 
 def test_spurious_wakeups_never_stretch_the_deadline():
-    clock = FakeClock()
+    clock = FakeClock(500.0)
     cond = ClockedCondition(clock, step=lambda timeout: 1.5)  # woken early every time
     assert wait_for(cond, lambda: False, 5.0, clock) is False
     assert cond.timeouts == [5.0, 3.5, 2.0, 0.5], "each wait is for what remains of one fixed deadline"
@@ -47,21 +40,21 @@ def test_spurious_wakeups_never_stretch_the_deadline():
 
 
 def test_true_predicate_returns_at_once_without_waiting():
-    clock = FakeClock()
+    clock = FakeClock(500.0)
     cond = ClockedCondition(clock)
     assert wait_for(cond, lambda: True, 5.0, clock) is True
     assert cond.timeouts == []
 
 
 def test_zero_window_checks_once():
-    clock = FakeClock()
+    clock = FakeClock(500.0)
     cond = ClockedCondition(clock)
     assert wait_for(cond, lambda: False, 0.0, clock) is False
     assert cond.timeouts == []
 
 
 def test_predicate_turning_true_during_the_wait_ends_it():
-    clock = FakeClock()
+    clock = FakeClock(500.0)
     state = {"done": False}
     cond = ClockedCondition(clock, step=lambda t: 1.0, on_wait=lambda: state.update(done=clock.now >= 502.0))
     assert wait_for(cond, lambda: state["done"], 30.0, clock) is True

@@ -4,9 +4,7 @@ A missing tool is a failure with the remedy in the message, never a silent skip:
 evidence that real clients connect, and a skipped run proves nothing.
 """
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -45,27 +43,3 @@ def ts_sdk_modules() -> Path:
 @pytest.fixture(scope="session")
 def conformance_bin() -> Path:
     return require_tool(NPM_BIN / "conformance", "the MCP conformance suite (@modelcontextprotocol/conformance)")
-
-
-@pytest.fixture(scope="session")
-def claude_bin() -> Path:
-    return require_tool(NPM_BIN / "claude", "the Claude Code CLI (@anthropic-ai/claude-code)")
-
-
-def _load_mock_api():
-    """The subagent area's mock of Anthropic's Messages API (tests/subagent/mock_messages_api.py), loaded by path
-    (test folders are not packages): the only fake here, because Anthropic's API cannot run on this machine."""
-    path = REPO / "tests" / "subagent" / "mock_messages_api.py"
-    spec = importlib.util.spec_from_file_location("interop_mock_messages_api", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses resolve string annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def mock_api():
-    module = _load_mock_api()
-    server = module.MockMessagesServer().start()
-    yield module, server
-    server.stop()

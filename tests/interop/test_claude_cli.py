@@ -13,6 +13,7 @@ import sys
 
 import pytest
 from daemon_harness import ECHO_SERVER
+from kit.mock_messages_api import claude_env
 
 pytestmark = pytest.mark.interop
 
@@ -81,10 +82,10 @@ def test_claude_mcp_list_with_bearer_token(daemon_factory, claude, tmp_path):
 @pytest.fixture
 def claude_turn(claude_bin, mock_api, echo_daemon, tmp_path):
     """turn(prompt) -> (result object, the tool_result block claude sent back to the model)."""
-    module, server = mock_api
+    server = mock_api
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"echo": {"type": "http", "url": echo_daemon.url}}}))
-    env = module.claude_env(server.url, tmp_path / "scratch")
+    env = claude_env(server.url, tmp_path / "scratch")
     env["ENABLE_TOOL_SEARCH"] = "false"  # MCP tools go straight into the request's `tools` (docs/design.md)
     project = tmp_path / "project"
     project.mkdir()

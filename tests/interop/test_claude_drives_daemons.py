@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from daemon_harness import REPO, sink_todos, wait_until
+from kit.mock_messages_api import claude_env
 
 pytestmark = pytest.mark.interop
 BIN = REPO / ".venv" / "bin"
@@ -29,8 +30,8 @@ def wait_todo(sink: Path, source: str, key: str, summary_part: str, seconds: flo
 @pytest.fixture
 def stack(daemon_factory, mock_api, claude_bin, sink, tmp_path):
     """Both daemons wired to the sink; turn(prompt) runs one real `claude -p` against them."""
-    module, server = mock_api
-    env = module.claude_env(server.url, tmp_path / "scratch")  # the nested claude talks to the mock too
+    server = mock_api
+    env = claude_env(server.url, tmp_path / "scratch")  # the nested claude talks to the mock too
     workdir = tmp_path / "work"
     workdir.mkdir()
     bash = daemon_factory([str(BIN / "hive-bash-daemon"), "--state-dir", str(tmp_path / "bash-state"),
@@ -130,8 +131,8 @@ def test_claude_takes_a_streamed_answer_and_its_print_mode_shows_no_progress(dae
     prints gets a streamed answer (the daemon's debug log says so); the model then reads the whole result as
     from a JSON answer. Its print mode's stream-json writes no line for an MCP server's progress (it has
     `tool_progress` lines for its own Bash tool and heartbeats only): the interactive view is where it shows."""
-    module, server = mock_api
-    env = dict(module.claude_env(server.url, tmp_path / "scratch"), ENABLE_TOOL_SEARCH="false")
+    server = mock_api
+    env = dict(claude_env(server.url, tmp_path / "scratch"), ENABLE_TOOL_SEARCH="false")
     bash = daemon_factory([str(BIN / "hive-bash-daemon"), "--state-dir", str(tmp_path / "state"), "--log-level", "debug"],
                           env=env)
     config = tmp_path / "mcp.json"

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 
-from nixtest import HERE, REAL_LIB_ENV, REPO, eval_json, real_lib_path  # noqa: E402
+from kit.nixtest import HERE, REAL_LIB_ENV, REPO, eval_json, real_lib_path
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ import re
 import subprocess
 
 import pytest
-from nixtest import BASH_TOOLS, REPO, SUBAGENT_TOOLS, NixError
+from kit.nixtest import BASH_TOOLS, REPO, SUBAGENT_TOOLS, NixError
 MODULE_FILE = "nix/agent-modules/mcp.nix"
 
 

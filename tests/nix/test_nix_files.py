@@ -7,7 +7,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from nixtest import FUTURE, REPO, eval_package, run_nix
+from kit.nixtest import FUTURE, REPO, eval_package, run_nix
 
 NIX_FILES = sorted(p.relative_to(REPO) for d in ("nix", "tests/nix") for p in (REPO / d).rglob("*.nix"))
 

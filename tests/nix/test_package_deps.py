@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from nixtest import DEPENDS_ON, FUTURE, PINS_FILE, TODAY, NixError, eval_package
+from kit.nixtest import DEPENDS_ON, FUTURE, PINS_FILE, TODAY, NixError, eval_package
 
 PINS = json.loads(PINS_FILE.read_text())
 

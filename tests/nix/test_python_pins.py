@@ -14,7 +14,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from nixtest import PINS_FILE, REPO
+from kit.nixtest import PINS_FILE, REPO
 
 PINS = json.loads(PINS_FILE.read_text())
 DOWNLOADS = REPO / ".cache" / "nix-pins"

@@ -21,9 +21,9 @@ import pytest
 
 from common.mcp_client import call_tool
 from daemon_harness import wait_until
-from nixtest import BASH_TOOLS, HERE, REPO, SUBAGENT_TOOLS, eval_json
+from kit.nixtest import BASH_TOOLS, HERE, REPO, SUBAGENT_TOOLS, eval_json
 
-FAKE_CLAUDE = REPO / "tests" / "subagent" / "fake_claude.py"
+FAKE_CLAUDE = REPO / "tests" / "kit" / "fake_claude.py"
 BIN = Path(sys.executable).parent  # the console scripts installed beside this interpreter (the venv)
 
 

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from common.config import BashSettings, SubagentSettings, click_options, env_name, knob_fields, settings_from_options
-from nixtest import BASH_TOOLS, HERE, REPO, SUBAGENT_TOOLS, eval_json
+from kit.nixtest import BASH_TOOLS, HERE, REPO, SUBAGENT_TOOLS, eval_json
 
 SYSTEMD = REPO / "nix" / "systemd"
 UNITS = {"hive-bash": ("bash", BashSettings, "HIVE_BASH"), "hive-subagent": ("subagent", SubagentSettings, "HIVE_SUBAGENT")}

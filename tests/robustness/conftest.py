@@ -9,12 +9,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
 from daemon_harness import ECHO_SERVER, start_daemon
-from daemons_kit import BashDaemon, Sink, task_processes
-from robust_kit import TOKEN, post_json
+from kit.daemons_kit import BashDaemon, Sink, task_processes
+from kit.robust_kit import TOKEN, post_json
 
 
 def _assert_no_server_error_logged(log: str) -> None:

@@ -12,8 +12,9 @@ import subprocess
 
 import psutil
 from daemon_harness import wait_until
-from daemons_kit import BASH_DAEMON, task_processes
-from robust_kit import META, build_request, host_of, result_text
+from kit.daemons_kit import BASH_DAEMON, task_processes
+from kit.gate import Gate
+from kit.robust_kit import META, build_request, host_of, result_text
 
 from common.todos.outbox import JOURNAL_NAME, read_journal
 
@@ -98,10 +99,12 @@ def test_harness_socket_gone_and_back_mid_run(bash_factory, sink_factory):
     sink listens on the socket again they reach it (each once), newest state per task."""
     sink = sink_factory()
     daemon = bash_factory()
-    first = daemon.call("run", cmd="sleep 0.3; echo a", name="before", wait_seconds=0)
+    gate = Gate(daemon.state_dir.parent)  # the first task runs until the harness has gone
+    first = daemon.call("run", cmd=f"{gate.wait}; echo a", name="before", wait_seconds=0)
     wait_until(lambda: sink.upserts("before"), 20, "the running todo of the first task")
     sink.stop()
     assert not sink.socket_path.exists()
+    gate.open()
 
     during = [daemon.call("run", cmd=f"echo {i}", name=f"during-{i}", wait_seconds=0)["id"] for i in range(5)]
     wait_until(lambda: all(t["status"] == "done" for t in daemon.tasks() if t["id"] in during + [first["id"]]), 30,

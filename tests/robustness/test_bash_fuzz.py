@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 from daemon_harness import wait_until
-from daemons_kit import BashDaemon, task_processes
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from robust_kit import assert_well_formed_answer, call_tool_raw, result_text
+from kit.daemons_kit import BashDaemon, task_processes
+from kit.robust_kit import assert_well_formed_answer, call_tool_raw, result_text
 
 FUZZ = settings(max_examples=120, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

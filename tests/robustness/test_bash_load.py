@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 from daemon_harness import wait_until
-from daemons_kit import task_processes
+from kit.daemons_kit import task_processes
 
 LOAD_SECONDS = 45.0
 WARM_UP_SECONDS = 10.0

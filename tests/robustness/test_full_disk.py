@@ -10,8 +10,8 @@ import json
 import shutil
 
 from daemon_harness import start_daemon, wait_until
-from daemons_kit import BIN
-from robust_kit import call_tool_raw, result_text, tool_result
+from kit.daemons_kit import BIN
+from kit.robust_kit import call_tool_raw, result_text, tool_result
 
 from common.todos.outbox import read_journal
 

@@ -10,7 +10,7 @@ import json
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from robust_kit import (
+from kit.robust_kit import (
     META,
     MODERN,
     assert_well_formed_answer,

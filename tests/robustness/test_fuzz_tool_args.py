@@ -4,16 +4,11 @@ Whatever the arguments, a call is either accepted and answered, or refused with 
 the field: a handler must never see a value its schema did not promise (it would crash with a TypeError).
 """
 
-import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
-
-from echo_server import ECHO_SCHEMA, TOOLS
+from kit.echo_server import ECHO_SCHEMA, TOOLS
 
 from common.tools import ToolArgumentsError, ToolRegistry, validate_arguments
 

@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 import pytest
 from daemon_harness import start_daemon, wait_until
-from daemons_kit import BASH_DAEMON, BIN, BashDaemon, task_processes
-from robust_kit import META, MODERN, RawResponse, build_request, host_of, modern_call, post_json, result_text
+from kit.daemons_kit import BASH_DAEMON, BIN, BashDaemon, task_processes
+from kit.robust_kit import META, MODERN, RawResponse, build_request, host_of, modern_call, post_json, result_text
 
 NOBODY = 65534
 SUBAGENT_DAEMON = BIN / "hive-subagent-daemon"

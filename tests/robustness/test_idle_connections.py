@@ -13,9 +13,9 @@ from urllib.parse import urlsplit
 import anyio
 import pytest
 from daemon_harness import start_daemon, wait_until
-from daemons_kit import BASH_DAEMON, BIN
+from kit.daemons_kit import BASH_DAEMON, BIN
+from kit.robust_kit import META, MODERN, call_tool_raw, host_of, tool_result
 from mcp.client.client import Client
-from robust_kit import META, MODERN, call_tool_raw, host_of, tool_result
 
 IDLERS = 300  # above the default --connection-limit (200)
 

@@ -12,7 +12,7 @@ import socket
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from robust_kit import META, MODERN, TOKEN, build_request, call_tool_raw, exchange, host_of, modern_call, post_json
+from kit.robust_kit import META, MODERN, TOKEN, build_request, call_tool_raw, exchange, host_of, modern_call, post_json
 
 FUZZ = settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -1,5 +1,5 @@
 """Bad inputs to the real subagent daemon (a subprocess on port 0), driving the subagent engineer's fake claude
-(tests/subagent/fake_claude.py: the real CLI needs the Messages API mock and ~1 s a turn; here only the
+(tests/kit/fake_claude.py: the real CLI needs the Messages API mock and ~1 s a turn; here only the
 inputs matter, and the fake writes the same transcripts and result lines).
 
 prompt_file must be a regular file: a directory, a FIFO (the daemon must not hang opening it), a symlink to
@@ -18,12 +18,12 @@ from pathlib import Path
 import psutil
 import pytest
 from daemon_harness import start_daemon, wait_until
-from daemons_kit import BIN, CALL_TIMEOUT
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from robust_kit import META, assert_well_formed_answer, call_tool_raw, modern_call, result_text, tool_result
+from kit.daemons_kit import BIN, CALL_TIMEOUT
+from kit.robust_kit import META, assert_well_formed_answer, call_tool_raw, modern_call, result_text, tool_result
 
-FAKE_CLAUDE = Path(__file__).resolve().parents[1] / "subagent" / "fake_claude.py"
+FAKE_CLAUDE = Path(__file__).resolve().parents[1] / "kit" / "fake_claude.py"
 FIELD = re.compile(r"\b(name|prompt_file|model|trigger|prompt|force|arguments)\b|^refused:")
 FUZZ = settings(max_examples=60, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

@@ -1,5 +1,5 @@
-"""Fixtures for the subagent daemon's tests: the real claude CLI and its Messages API mock, a fake claude for
-fast engine tests, a todo recorder, and engines that are always shut down."""
+"""Fixtures for the subagent daemon's tests: a fake claude for fast engine tests, a todo recorder, and engines
+that are always shut down (the real claude CLI and its Messages API mock: tests/kit/claude.py)."""
 
 from __future__ import annotations
 
@@ -10,35 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kit.claude import FAKE_CLAUDE
+from kit.mock_messages_api import MockMessagesServer, claude_env
 from todo_recorder import TodoRecorder
 
 from common.config import SubagentSettings
 from hivesubagent.sessions import SessionStore
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # mock_messages_api, fake_claude
-
-from mock_messages_api import MockMessagesServer, claude_env  # noqa: E402
-
-REPO = HERE.parent.parent
-CLAUDE = REPO / ".cache" / "npm" / "node_modules" / ".bin" / "claude"
-FAKE_CLAUDE = HERE / "fake_claude.py"
-
-
-@pytest.fixture(scope="session")
-def claude_bin() -> str:
-    """The real claude CLI that scripts/test installs; a clear failure (never a skip) when it is missing."""
-    if not os.access(CLAUDE, os.X_OK):
-        pytest.fail(f"the claude CLI is missing at {CLAUDE}: run scripts/test (it installs the npm test tools)")
-    return str(CLAUDE)
-
-
-@pytest.fixture(scope="module")
-def mock_api():
-    """One Messages API mock per test module (each claude run is cheap against it; the server is reused)."""
-    server = MockMessagesServer().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

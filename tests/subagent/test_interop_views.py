@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from mock_messages_api import long_reply
+from kit.mock_messages_api import long_reply
 
 from common.tools import ToolArgumentsError
 from hivesubagent import index_file

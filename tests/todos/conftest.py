@@ -5,36 +5,19 @@ error replies, hanging up mid-reply)."""
 import json
 import os
 import shutil
-import signal
 import socket
-import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon_harness import TODOS_CLI
+from kit.sink import Sink, wait_on
 
 from common.todos.delivery import TodoDelivery
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def wait_on(cond: threading.Condition, predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Wait on `cond` (notified by the producer) until `predicate()` is truthy, or fail naming `what`."""
-    deadline = time.monotonic() + timeout
-    with cond:
-        while True:
-            value = predicate()
-            if value:
-                return value
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-            cond.wait(remaining)
 
 
 @pytest.fixture
@@ -43,68 +26,6 @@ def short_dir():
     path = Path(tempfile.mkdtemp(dir="/tmp", prefix="todos-"))
     yield path
     shutil.rmtree(path, ignore_errors=True)
-
-
-class Sink:
-    """The real reference sink as a subprocess; its `--json` event lines are collected as they are printed."""
-
-    def __init__(self, socket_path: Path, log_dir: Path):
-        self.socket_path = socket_path
-        self.stderr_path = log_dir / f"sink-{time.monotonic_ns()}.err"
-        self.events: list[dict] = []
-        self.cond = threading.Condition()
-        with open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(
-                [*TODOS_CLI, "serve", "--socket", str(socket_path), "--json"],
-                stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, cwd=REPO,
-            )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        self.wait_event(lambda e: e["event"] == "serving", "the sink to listen")
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            with self.cond:
-                self.events.append(json.loads(line))
-                self.cond.notify_all()
-        with self.cond:
-            self.events.append({"event": "exited"})
-            self.cond.notify_all()
-
-    def wait_event(self, predicate: Callable[[dict], bool], what: str, timeout: float = 20.0) -> dict:
-        def found():
-            for event in self.events:
-                if event["event"] == "exited" and not predicate(event):
-                    raise AssertionError(f"sink exited while waiting for {what}: {self.stderr_path.read_text()}")
-                if predicate(event):
-                    return event
-            return None
-
-        return wait_on(self.cond, found, timeout, what)
-
-    def changes(self, count: int = 0, key: str | None = None, timeout: float = 20.0) -> list[tuple]:
-        """("upsert", key, summary) / ("clear", key) in the order the sink applied them, once at least `count`
-        are printed. The sink prints a change before it acknowledges it, but our reader thread may still be
-        behind: so wait for the last change a test expects (a duplicate before it would show in the list)."""
-        wait_on(self.cond, lambda: len(self._changes(key)) >= count, timeout, f"{count} change(s) at the sink")
-        return self._changes(key)
-
-    def _changes(self, key: str | None) -> list[tuple]:
-        with self.cond:
-            out = []
-            for e in self.events:
-                if e["event"] == "upsert" and key in (None, e["key"]):
-                    out.append(("upsert", e["key"], e["summary"]))
-                elif e["event"] == "clear" and key in (None, e["key"]):
-                    out.append(("clear", e["key"]))
-            return out
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(15)
-        self._reader.join(5)
-        return self.proc.returncode
 
 
 @pytest.fixture

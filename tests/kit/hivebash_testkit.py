@@ -63,7 +63,7 @@ def marked_processes(marker_prefix=""):
 
 
 class EngineProcess:
-    """An engine in a real subprocess (tests/bash/engine_proc.py): a subreaper, like the daemon, that can
+    """An engine in a real subprocess (tests/kit/engine_proc.py): a subreaper, like the daemon, that can
     be killed with SIGKILL. Speaks one JSON object per line on stdin/stdout."""
 
     def __init__(self, state_dir, **overrides):

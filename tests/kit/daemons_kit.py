@@ -2,19 +2,18 @@
 sink on a Unix socket, and helpers to call tools and look at what is left on disk and in the process table.
 """
 
-import json
 import os
 import signal
-import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psutil
-from daemon_harness import TODOS_CLI, DaemonProcess, start_daemon, wait_until
-from robust_kit import call_tool_raw, result_text, tool_result
+from daemon_harness import DaemonProcess, start_daemon
+
+from kit.robust_kit import call_tool_raw, result_text, tool_result
+from kit.sink import Sink  # noqa: F401 - the robustness tests take the one sink from here
 
 BIN = Path(sys.executable).parent
 # Far above the 30 s inline-wait cap: a slow answer on a loaded box is not a hang, and must not race the wait.
@@ -22,46 +21,6 @@ CALL_TIMEOUT = 90.0
 BASH_DAEMON = BIN / "hive-bash-daemon"
 MARKER_ENV = "HIVE_BASH_TASK"  # hivebash.processes.MARKER_ENV: every process of a task carries it
 
-
-class Sink:
-    """The reference harness sink as a subprocess; its `--json` event lines go to a file we can re-read."""
-
-    def __init__(self, socket_path: Path, log_dir: Path):
-        self.socket_path = socket_path
-        self.events_path = log_dir / f"sink-{time.monotonic_ns()}.jsonl"
-        with open(self.events_path, "wb") as out:
-            self.proc = subprocess.Popen([*TODOS_CLI, "serve", "--socket", str(socket_path), "--json"], stdout=out,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        wait_until(lambda: self._serving(), 20, "the todo sink to listen")
-
-    def _serving(self) -> bool:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"sink exited: {self.events_path.read_text(errors='replace')}")
-        return any(e.get("event") == "serving" for e in self.events())
-
-    def events(self) -> list[dict]:
-        out = []
-        for line in self.events_path.read_text(errors="replace").splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass  # a partly written last line
-        return out
-
-    def todos(self) -> dict[str, dict]:
-        """The todos the sink holds now, from `hive-todos list --json`, by key (bash source only)."""
-        proc = subprocess.run([*TODOS_CLI, "list", "--socket", str(self.socket_path), "--json"], capture_output=True,
-                              text=True, timeout=30)
-        assert proc.returncode == 0, proc.stderr
-        return {t["key"]: t for t in json.loads(proc.stdout) if t["source"] == "bash"}
-
-    def upserts(self, key: str) -> list[dict]:
-        return [e for e in self.events() if e.get("event") == "upsert" and e.get("key") == key]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(15)
 
 
 @dataclass

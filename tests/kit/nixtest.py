@@ -1,5 +1,5 @@
 """Helpers for the nix/ checks: run nix-instantiate, evaluate a file to Python data, find the real lib.
-Importable from tests/nix (its conftest puts this folder on sys.path)."""
+Imported as kit.nixtest by the tests of tests/nix."""
 
 import json
 import os
@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
+HERE = REPO / "tests" / "nix"  # the .nix files the evaluations read
 REAL_LIB_ENV = "HIVE_NIXPKGS_LIB"
 # What each daemon serves, as the seeds and the docs fix say (the subagent serves four, `status` included).
 BASH_TOOLS = ["run", "status", "send", "kill", "list"]

@@ -2,7 +2,7 @@
 client library would: bad versions, latin-1 bytes in headers, invalid UTF-8 bodies), the invariants every
 answer must satisfy, and a small MCP call helper for driving real daemons.
 
-Imported by the tests of this directory (their conftest puts it on sys.path).
+Imported as kit.robust_kit by the robustness tests.
 """
 
 import http.client

@@ -2,12 +2,8 @@
 
 import json
 import logging
-import sys
 import threading
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import click
 

@@ -1,6 +1,6 @@
 """A small stand-in for the `claude` CLI, for fast engine tests of what the real one cannot be made to do on cue.
 
-Why a fake beside the real CLI: the real claude (driven by tests/subagent/mock_messages_api.py) is the
+Why a fake beside the real CLI: the real claude (driven by tests/kit/mock_messages_api.py) is the
 reference for every behaviour in test_interop_claude.py; this fake covers the cases it cannot reproduce
 deterministically or cheaply: ignoring SIGINT (the SIGKILL escalation), a grandchild in a session of its own,
 a crash without a result, a non-zero exit, a slow start. It writes what the daemon reads the same way claude
