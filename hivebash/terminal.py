@@ -23,6 +23,8 @@ import termios
 import threading
 import time
 
+from common.whole_files import write_all
+
 log = logging.getLogger(__name__)
 
 ROWS, COLUMNS = 40, 120  # a tty task's window size
@@ -52,6 +54,7 @@ class Terminal:
         self._controlled = False  # the task's session has taken the terminal (its foreground group is set)
         self._stop = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._copier: threading.Thread | None = None
+        self._dropping = False  # the last write of the copier found the disk full (logged once per spell)
 
     def spawned(self, out: int, task_id: str) -> None:
         """The task holds the slave now: drop the daemon's copy (so the master sees the hangup when the task's
@@ -161,10 +164,24 @@ class Terminal:
             raise
         if n == 0:
             return None
-        view = memoryview(buf)[:n]
-        while view:
-            view = view[os.write(out, view):]
+        self._write_out(out, memoryview(buf)[:n])
         return True
+
+    def _write_out(self, out: int, view: memoryview) -> None:
+        """Write one read's worth to `<id>.out`. On a full disk the bytes are dropped and the copier goes on: a
+        copier that stopped would close the terminal and hang up on the task, and one that waited for room
+        would fill the terminal's buffer and block it; a task writing to a file sees ENOSPC and runs on too."""
+        try:
+            write_all(out, view)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                raise
+            if not self._dropping:
+                log.warning("%s: the terminal's output is dropped until there is room (%s)",
+                            threading.current_thread().name, exc.strerror)
+            self._dropping = True
+            return
+        self._dropping = False
 
     def _close_both(self) -> None:
         for fd in (self.master, self.slave):
