@@ -10,10 +10,11 @@ import time
 
 import pytest
 from kit.gate import Gate
-from kit.hivebash_testkit import marked_processes, wait_until
+from kit.hivebash_testkit import marked_processes, settings, wait_until
 
 from common.tools import CallContext, ToolArgumentsError
 from hivebash.arguments import EngineError
+from hivebash.engine import Engine
 from hivebash.send import SEND_LIMIT
 from hivebash.tools import build_registry
 
@@ -205,7 +206,9 @@ def test_an_operators_send_takes_no_todo_and_moves_no_cursor(tools, todos):
     assert "from-the-operator" in call(tools, "status", id="op", new_only=True).text  # still new to the agent
     res = call(tools, "send", OPERATOR, id="op", eof=True, wait_seconds=10)
     assert res.data["status"] == "done"
-    assert todos.wait_upserts("op", 1)  # the operator saw the end: the agent still gets its todo
+    # The operator saw the end: the agent still gets its completion todo, and nothing clears it.
+    ended = todos.wait_upserts("op", 1)[-1]
+    assert "finished" in ended["body"] and ("clear", "op") not in todos.for_key("op"), todos.for_key("op")
 
 
 def test_a_restart_ends_an_interactive_task_interrupted(engine_process):
@@ -247,3 +250,22 @@ def test_a_tty_tasks_todo_points_at_its_one_output_file(tools, todos, tmp_path):
     assert "told.out" in running and "told.err" not in running, running
     body = ended
     assert "output (a terminal: stderr included): Read(" in body and "told.out" in body and "told.err" not in body, body
+
+
+def test_a_tty_task_runs_on_when_its_output_fills_the_disk(small_disk, todos, caplog):
+    """A terminal's output that the full disk cannot take is dropped, and the task keeps its terminal: once there
+    is room again it goes on printing and reading (a copier that gave up used to hang up on the task)."""
+    engine = Engine(settings(small_disk.root), todos)
+    engine.start()
+    try:
+        tools = build_registry(engine)
+        flood = "head -c 3000000 /dev/zero | tr '\\0' x; echo; printf 'ready> '; read a; echo \"got $a\""
+        call(tools, "run", cmd=flood, stdin="tty", name="flood", wait_seconds=0)
+        assert wait_until(lambda: "output is dropped until there is room" in caplog.text, timeout=20), caplog.text
+        os.truncate(engine.store.path("flood", "out"), 0)  # the operator frees the disk
+        ready = call(tools, "status", id="flood", wait_for="ready> $", wait_seconds=20)
+        assert ready.data["status"] == "running" and ready.data["wait_for"]["matched"] is not None, ready.text
+        res = call(tools, "send", id="flood", text="y", wait_seconds=10)
+        assert res.data["status"] == "done" and res.data["exit_code"] == 0 and "got y" in res.text, res.text
+    finally:
+        engine.shutdown(timeout=5)
