@@ -1,0 +1,48 @@
+"""The subagent daemon's waits share the bash daemon's wait-slot rule (common/waiting.WaitSlots): with every slot
+taken, a waiting `status` answers at once with `wait_skipped=busy` and the call to try again, instead of taking
+another request thread; the slot is free again once its wait has ended. Driven by the fake claude (a turn that
+just sleeps is all a wait needs)."""
+
+from __future__ import annotations
+
+import threading
+
+from daemon_harness import wait_until
+
+from hivesubagent.tools import build_registry
+
+
+def _taken(slots) -> bool:
+    """Whether every slot is taken (a free one is given straight back)."""
+    if slots.try_acquire():
+        slots.release()
+        return False
+    return True
+
+
+def test_a_wait_with_every_slot_taken_answers_at_once_busy(engine_factory, fake_claude_bin, fake_env, prompt_file):
+    engine, _ = engine_factory(fake_claude_bin, fake_env, max_inline_waits=1)
+    tools = build_registry(engine)
+    engine.start("long", str(prompt_file), trigger="FAKE:sleep=60")
+
+    def hold() -> None:  # (again if a probe of _taken had the slot for that instant)
+        while "wait_skipped=busy" in tools.call("status", {"name": "long", "wait_seconds": 30}).text:
+            pass
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        wait_until(lambda: _taken(engine._slots), 10, "the first wait to take the only slot")
+        text = tools.call("status", {"name": "long", "wait_seconds": 5}).text
+        assert "wait_skipped=busy" in text, text
+        assert 'status(name="long", wait_seconds=30) tries again' in text, text
+        several = tools.call("status", {"names": ["long"], "wait_seconds": 5}).text
+        assert "wait_skipped=busy" in several, several
+    finally:
+        engine.interrupt("long", force=True)  # the holder's wait ends with the turn
+        holder.join(10)
+    assert not holder.is_alive()
+    engine.start("next", str(prompt_file), trigger="FAKE:sleep=60")
+    after = tools.call("status", {"name": "next", "wait_seconds": 0.5}).text  # the slot came back: it waits
+    assert "wait_skipped" not in after and "still running" in after, after
+    engine.interrupt("next", force=True)
