@@ -71,9 +71,8 @@ class Flusher:
         self._oldest = 0.0  # monotonic time the first item of the batch was handed over
         self._idle = False  # the thread waits for work: the next hand-over must wake it
         self._closing = False
-        self._flushed = threading.Condition(self._lock)
         self._handed = 0  # files released in `batched` mode so far
-        self._flushed_upto = 0  # of those, how many are on the disk (what `wait_flushed` watches)
+        self._flushed_upto = 0  # of those, how many are on the disk (what `reached_disk` compares with)
         self._thread: threading.Thread | None = None
         self._directory_fd: int | None = None
         self._directory_stale = False  # directory_replaced: reopen it before the next flush of its entries
@@ -124,18 +123,6 @@ class Flusher:
             self._idle = False
             self._wake.notify()
 
-    def wait_flushed(self, timeout: float) -> bool:
-        """Block until every file released before this call is on the disk; False on timeout."""
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            target = self._handed
-            while self._flushed_upto < target:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._flushed.wait(left)
-        return True
-
     def close(self) -> None:
         """Flush what is queued and stop the thread (the daemon is stopping)."""
         with self._lock:
@@ -177,7 +164,6 @@ class Flusher:
                 os.close(fd)
             with self._lock:
                 self._flushed_upto = upto
-                self._flushed.notify_all()
                 if closing and not self._batch and not self._to_close:
                     return
 

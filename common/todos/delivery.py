@@ -162,17 +162,6 @@ class TodoDelivery:
             log.exception("%s todo outbox could not be checked", self.source)
             return False
 
-    def pending_keys(self) -> list[str]:
-        """Keys not yet acknowledged by the harness, oldest change first."""
-        with self._cond:
-            return self._pending.keys()
-
-    def pending_message(self, key: str) -> dict[str, Any] | None:
-        """The request that waits for `key` (upsert or clear), as it will be sent; None when nothing waits."""
-        with self._cond:
-            entry = self._pending.get(key)
-            return None if entry is None else dict(entry.message)
-
     def status(self) -> dict[str, Any]:
         """For health output, tests and the bench: delivery state, pending count, the last failure, whether a
         request is on the wire or about to be (`busy`), and whether the delivery thread runs."""

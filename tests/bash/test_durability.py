@@ -59,7 +59,7 @@ def test_batched_answers_first_and_flushes_every_record_within_the_window(make_e
         assert json.loads(engine.store.path(task_id, "json").read_bytes())["state"] == "done"
     # ...and every one reaches the disk in a group flush (a pending record already replaced by then is not
     # flushed: test_a_replaced_record_is_not_flushed).
-    assert engine.store.flusher.wait_flushed(10)
+    wait_until(lambda: all(recorder.states(t)[-1:] == ["done"] for t in ids), 10, "every record's group flush")
     for task_id in ids:
         assert recorder.states(task_id)[-1] == "done"
 
@@ -90,10 +90,10 @@ def test_batched_flushes_what_is_queued_at_shutdown(tmp_path):
     os.write(fd, b'{"id": "r", "state": "done"}')
     flusher.before_rename(fd)
     assert recorder.flushed == [], "batched: nothing is flushed on the writer's path"
-    flusher.release(fd, str(tmp_path / "r.json"))
+    ticket = flusher.release(fd, str(tmp_path / "r.json"))
     flusher.close()
     assert recorder.states("r") == ["done"]
-    assert flusher.wait_flushed(0)
+    assert flusher.reached_disk(ticket)
 
 
 def test_a_failing_flush_is_logged_and_the_descriptor_closed(tmp_path, caplog):
@@ -102,8 +102,8 @@ def test_a_failing_flush_is_logged_and_the_descriptor_closed(tmp_path, caplog):
 
     flusher = Flusher(tmp_path, BATCHED, window=0, sync=broken)
     fd = os.open(tmp_path / "r.json", os.O_WRONLY | os.O_CREAT, 0o600)
-    flusher.release(fd, str(tmp_path / "r.json"))
-    assert flusher.wait_flushed(10)
+    ticket = flusher.release(fd, str(tmp_path / "r.json"))
+    wait_until(lambda: flusher.reached_disk(ticket), 10, "the flusher to get past the failed flush")
     assert str(tmp_path / "r.json") not in _open_files(), "the flusher closes it all the same"
     assert "Input/output error" in caplog.text
     flusher.close()
@@ -119,15 +119,16 @@ exit 0
 """
 
 
-def _batch_of_records(flusher: Flusher, directory, count: int) -> list[str]:
-    paths = []
+def _batch_of_records(flusher: Flusher, directory, count: int) -> tuple[list[str], int]:
+    """`count` records released to the flusher: their paths and the last one's ticket (Flusher.reached_disk)."""
+    paths, ticket = [], 0
     for i in range(count):
         path = str(directory / f"r{i}.json")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
         os.write(fd, json.dumps({"id": f"r{i}", "state": "done"}).encode())
-        flusher.release(fd, path)
+        ticket = flusher.release(fd, path)
         paths.append(path)
-    return paths
+    return paths, ticket
 
 
 def _fake_tool(tmp_path, body: str = FAKE_SYNC):
@@ -143,12 +144,12 @@ def test_a_large_batch_is_flushed_by_one_sync_process(tmp_path):
     records.mkdir()
     tool = _fake_tool(tmp_path)
     flusher = Flusher(records, BATCHED, window=60, tool=str(tool))
-    paths = _batch_of_records(flusher, records, 12)
+    paths, last = _batch_of_records(flusher, records, 12)
     flusher.close()
     log = (tool.parent / "sync.log").read_text().splitlines()
     assert log[0] == " ".join(["--data", "--", *paths, str(records)]), "one process, every path, then the directory"
     assert sum('"state": "done"' in line for line in log) == 12
-    assert flusher.wait_flushed(0)
+    assert flusher.reached_disk(last)
     assert not [f for f in _open_files() if f.startswith(str(records))]
 
 
@@ -164,19 +165,19 @@ def test_the_real_sync_flushes_a_large_batch_without_complaint(tmp_path, caplog)
     flusher = Flusher(tmp_path, BATCHED, window=60)
     if flusher.tool is None:
         pytest.skip("no `sync` (coreutils) on PATH: the daemon flushes file by file")
-    paths = _batch_of_records(flusher, tmp_path, 10)
+    paths, last = _batch_of_records(flusher, tmp_path, 10)
     os.unlink(paths[0])  # removed before its flush (retention): no error
     flusher.close()
-    assert flusher.wait_flushed(0)
+    assert flusher.reached_disk(last)
     assert "flush" not in caplog.text
 
 
 def test_a_failing_sync_process_is_logged(tmp_path, caplog):
     tool = _fake_tool(tmp_path, "#!/usr/bin/env bash\necho \"sync: error syncing '$3': Input/output error\" >&2\nexit 1\n")
     flusher = Flusher(tmp_path, BATCHED, window=60, tool=str(tool))
-    _batch_of_records(flusher, tmp_path, 9)
+    _, last = _batch_of_records(flusher, tmp_path, 9)
     flusher.close()
-    assert flusher.wait_flushed(0)
+    assert flusher.reached_disk(last)
     assert "Input/output error" in caplog.text
 
 
@@ -184,10 +185,10 @@ def test_a_sync_tool_that_cannot_run_falls_back_to_file_by_file(tmp_path, caplog
     tool = _fake_tool(tmp_path)
     flusher = Flusher(tmp_path, BATCHED, window=60, tool=str(tool))
     tool.unlink()  # gone after start (a package upgrade, say)
-    _batch_of_records(flusher, tmp_path, 9)
+    _, last = _batch_of_records(flusher, tmp_path, 9)
     flusher.close()  # flushes through os.fdatasync in this process once the tool fails
     assert flusher.tool is None and "flushing them one by one" in caplog.text
-    assert flusher.wait_flushed(0)
+    assert flusher.reached_disk(last)
 
 
 def test_a_sync_tool_that_cannot_run_leaves_every_chunk_to_file_by_file(tmp_path, caplog, monkeypatch):
@@ -199,9 +200,9 @@ def test_a_sync_tool_that_cannot_run_leaves_every_chunk_to_file_by_file(tmp_path
     tool = _fake_tool(tmp_path)
     flusher = Flusher(tmp_path, BATCHED, window=60, tool=str(tool))
     tool.unlink()
-    _batch_of_records(flusher, tmp_path, 20)  # three chunks
+    _, last = _batch_of_records(flusher, tmp_path, 20)  # three chunks
     flusher.close()
-    assert flusher.wait_flushed(0), "every chunk was flushed"
+    assert flusher.reached_disk(last), "every chunk was flushed"
     assert caplog.text.count("flushing them one by one") == 1 and "Traceback" not in caplog.text
 
 
@@ -269,8 +270,10 @@ def test_a_first_record_replaced_before_its_flush_is_not_held(tmp_path):
 
 def test_a_flushed_record_is_freed_by_the_flusher_not_by_the_rename(tmp_path):
     store, closes = _store_with_recorder(tmp_path, BATCHED, window=0)
+    recorder = SyncRecorder()
+    store.flusher.sync = recorder
     pending = _save(store, "t", "pending")
-    assert store.flusher.wait_flushed(10)
+    wait_until(lambda: recorder.states("t") == ["pending"], 10, "the pending record's flush")
     _save(store, "t", "done")
     assert [(s.st_ino, s.st_nlink) for s in closes.held] == [(pending.st_ino, 0)], \
         "the replaced record was held across the rename, its last reference handed to the flusher"
