@@ -1,7 +1,7 @@
 """Declaring a tool once (name, description for the model, input schema, handler) and calling it safely.
 
 Arguments are validated with `jsonschema` against the declared schema; each error names the field and the
-rule. A handler signals an expected failure by raising `ToolError` (an `isError` result the model reads); any
+rule. A handler signals an expected failure by raising `ToolError` or a `Refusal` (an `isError` result the model reads); any
 other exception becomes a short `isError` result, logged with its traceback, and the server keeps serving.
 """
 
@@ -23,6 +23,11 @@ log = logging.getLogger(__name__)
 
 class ToolError(Exception):
     """An expected failure of a tool call (bad value, unknown id, refused action): shown to the model as is."""
+
+
+class Refusal(ToolError, ValueError):
+    """What both daemons refuse a call with (a bad value, an unknown id, a refused action); the message names the
+    field and the rule. The registry answers it as the call's `isError` result, so no handler wraps it."""
 
 
 class ToolArgumentsError(ValueError):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from common.facts import known, kv
 from common.humanize import human_bytes, one_line
 from common.notices import NO_SOCKET, Notices
 from common.tools import ToolResult
@@ -40,24 +41,15 @@ def unsaved_line(reason: str) -> str:
 def facts_line(view: TaskView) -> str:
     """The stable first line: id, status, exit code / signal, duration, resources."""
     t, r = view.task, view.task.result
-    facts = [f"id={t.id}", f"status={t.state}"]
-    if t.stdin != "null":
-        facts.append(f"stdin={t.stdin}")
-    if r and r.exit_code is not None:
-        facts.append(f"exit_code={r.exit_code}")
-    if r and r.signal:
-        facts.append(f"signal={r.signal}")
-    if view.duration is not None:
-        facts.append(f"duration={view.duration:.2f}s")
-    if r and r.rusage:
-        facts.append(f"cpu={r.rusage.cpu_seconds:.2f}s")
-        if r.rusage.max_rss_exact:  # else the figure is the daemon's own peak, not the task's: left out
-            facts.append(f"max_rss={human_bytes(r.rusage.max_rss_bytes)}")
-    if view.queue_position:
-        facts.append(f"queue_position={view.queue_position}")
-    if view.leftovers:
-        facts.append(f"leftover_processes={len(view.leftovers)}")
-    return " ".join(facts)
+    usage = r.rusage if r else None
+    return kv(**known(
+        id=t.id, status=t.state, stdin=t.stdin if t.stdin != "null" else None,
+        exit_code=r.exit_code if r else None, signal=r.signal or None if r else None,
+        duration=f"{view.duration:.2f}s" if view.duration is not None else None,
+        cpu=f"{usage.cpu_seconds:.2f}s" if usage else None,
+        # Else the figure is the daemon's own peak, not the task's: left out.
+        max_rss=human_bytes(usage.max_rss_bytes) if usage and usage.max_rss_exact else None,
+        queue_position=view.queue_position or None, leftover_processes=len(view.leftovers) or None))
 
 
 def _failure_block(view: TaskView) -> str:

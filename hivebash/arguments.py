@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.names import InvalidName, check_name
+from common.tools import Refusal
 from common.waiting import WaitWindow, cap_wait
 
 from . import output_views as ov
@@ -20,8 +21,8 @@ MAX_CMD_BYTES = 64 * 1024  # the schema says characters; the engine checks the e
 MAX_IDS = 20  # tasks one status may name
 
 
-class EngineError(ValueError):
-    """A request the engine refuses; the message names the field and the rule (shown to the caller as is)."""
+class EngineError(Refusal):
+    """A request the bash engine refuses; the message names the field and the rule (shown to the caller as is)."""
 
 
 class UnknownTask(EngineError):

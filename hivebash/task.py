@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import signal
 from dataclasses import dataclass, field
 from typing import Any
+
+from common.signals import signal_name
 
 from .states import (
     ACTIVE,
@@ -39,7 +40,7 @@ from .states import (
 
 __all__ = ["ACTIVE", "ALIVE", "BadTransition", "DONE", "ENDED", "ENDING", "EXITED", "INTERRUPTED", "KILLED", "PENDING",
            "RUNNING", "SHOWN", "STARTING", "STATES", "STATE_ORDER", "STOPPING", "SWEEPING", "TERMINAL", "TIMED_OUT",
-           "Rusage", "Stop", "Task", "TaskResult", "end_state", "exit_status", "signal_name", "transition"]
+           "Rusage", "Stop", "Task", "TaskResult", "end_state", "exit_status", "transition"]
 
 
 @dataclass
@@ -182,13 +183,6 @@ def exit_status(status: int) -> tuple[int, str | None]:
         signum = os.WTERMSIG(status)
         return 128 + signum, signal_name(signum)
     return os.WEXITSTATUS(status), None
-
-
-def signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"SIG{signum}"
 
 
 def end_state(task: Task, signalled: str | None) -> tuple[str, str | None]:

@@ -19,6 +19,7 @@ import collections
 import logging
 import threading
 
+from common.facts import known, kv
 from common.humanize import one_line
 from common.todos import Todos
 
@@ -51,23 +52,17 @@ def running_todo(entry: TaskEntry, queued: bool, store: TaskStore) -> Todo:
 def completion_todo(entry: TaskEntry, store: TaskStore, data: dict) -> Todo:
     """The completion todo of an ended task; `data` is its view."""
     task, r = entry.task, entry.task.result
-    facts = [f"status={task.shown_state}"]
-    if r and r.exit_code is not None:
-        facts.append(f"exit_code={r.exit_code}")
-    if r and r.signal:
-        facts.append(f"signal={r.signal}")
-    if r and r.duration is not None:
-        facts.append(f"duration={r.duration:.2f}s")
-    if entry.leftovers:
-        facts.append(f"leftover_processes={len(entry.leftovers)}")
+    facts = kv(**known(status=task.shown_state, exit_code=r.exit_code if r else None, signal=r.signal or None if r else None,
+                       duration=f"{r.duration:.2f}s" if r and r.duration is not None else None,
+                       leftover_processes=len(entry.leftovers) or None))
     out, err = store.file(task.id, "out"), store.file(task.id, "err")
-    body = (f"bash task {task.id} finished: {' '.join(facts)}\n"
+    body = (f"bash task {task.id} finished: {facts}\n"
             f"command: {one_line(task.cmd, 200)}\n" + (f"note: {r.note}\n" if r and r.note else "") +
             _leftovers_line(entry) + (unsaved_line(entry.unsaved) + "\n" if entry.unsaved else "") +
             (f"output (a terminal: stderr included): Read({out})\n" if task.stdin == "tty" else
              f"stdout: Read({out})\nstderr: Read({err})\n") +
             f"status(id=\"{task.id}\") shows the tails and clears this todo.")
-    return task.id, f"bash {task.id} {' '.join(facts)}: {one_line(task.cmd, 60)}", body, data
+    return task.id, f"bash {task.id} {facts}: {one_line(task.cmd, 60)}", body, data
 
 
 class TodoCalls:

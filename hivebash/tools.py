@@ -14,7 +14,7 @@ from common.waiting import DEFAULT_WAIT_SECONDS
 from . import output_views as ov
 from . import task as T
 from .answer_texts import kill_result, many_result, outcome_result
-from .arguments import MAX_CMD_BYTES, EngineError
+from .arguments import MAX_CMD_BYTES
 from .engine import MAX_IDS, Engine
 from .list_view import list_result
 from .send_tool import send_result, send_tool
@@ -187,14 +187,12 @@ LIST: dict[str, Any] = dict(
 # ----- handlers -----------------------------------------------------------------------------------------------
 
 
-def _guarded(engine: Engine | None, fn: Callable[[Engine, dict[str, Any], CallContext], ToolResult]) -> Handler:
+def _bound(engine: Engine | None, fn: Callable[[Engine, dict[str, Any], CallContext], ToolResult]) -> Handler:
+    """`fn` with the engine; its refusals (common.tools.Refusal) are answered by the registry."""
     def handler(args: dict[str, Any], ctx: CallContext) -> ToolResult:
         if engine is None:
             raise ToolError("this registry only declares the tools (built without an engine)")
-        try:
-            return fn(engine, args, ctx)
-        except (EngineError, ov.ViewError) as exc:
-            raise ToolError(str(exc)) from None
+        return fn(engine, args, ctx)
     return handler
 
 
@@ -245,12 +243,12 @@ def build_registry(engine: Engine | None) -> ToolRegistry:
     # engine None: the declarations only (tests/robustness reads the schemas without an engine)
     cwd, notices = (engine.default_cwd, engine.notices) if engine is not None else ("the daemon's directory", Notices(True))
     return ToolRegistry([
-        Tool(handler=_guarded(engine, _run), title="Run a shell command in the background", **run_tool(cwd, notices)),
-        Tool(handler=_guarded(engine, _status), title="Status and output of background tasks", **status_tool(notices),
+        Tool(handler=_bound(engine, _run), title="Run a shell command in the background", **run_tool(cwd, notices)),
+        Tool(handler=_bound(engine, _status), title="Status and output of background tasks", **status_tool(notices),
              annotations={"readOnlyHint": True}),
-        Tool(handler=_guarded(engine, _send), title="Type into a background task", **send_tool(ID_SCHEMA, WAIT_FOR_SCHEMA)),
-        Tool(handler=_guarded(engine, _kill), title="Stop a background task", **kill_tool(notices), annotations={"destructiveHint": True}),
-        Tool(handler=_guarded(engine, _list), title="List background tasks", **LIST, annotations={"readOnlyHint": True}),
+        Tool(handler=_bound(engine, _send), title="Type into a background task", **send_tool(ID_SCHEMA, WAIT_FOR_SCHEMA)),
+        Tool(handler=_bound(engine, _kill), title="Stop a background task", **kill_tool(notices), annotations={"destructiveHint": True}),
+        Tool(handler=_bound(engine, _list), title="List background tasks", **LIST, annotations={"readOnlyHint": True}),
     ], instructions=instructions(notices))
 
 

@@ -9,11 +9,12 @@ from typing import Any
 
 from common.config import SubagentSettings
 from common.names import InvalidName, check_name
+from common.tools import Refusal
 from hivesubagent.turn import TurnBounds
 
 
-class SubagentError(Exception):
-    """An expected refusal or bad value; the message names the field and the rule (shown to the caller)."""
+class SubagentError(Refusal):
+    """A request the subagent engine refuses; the message names the field and the rule (shown to the caller)."""
 
 
 def session_name(name: Any) -> str:

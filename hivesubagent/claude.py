@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -33,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from common.signals import signal_name
 from hivesubagent.progress import Progress
 
 START_NUDGE = "Carry out your instructions."
@@ -235,20 +235,11 @@ class Outcome:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def signal_name(returncode: int | None) -> str | None:
-    if returncode is None or returncode >= 0:
-        return None
-    try:
-        return signal.Signals(-returncode).name
-    except ValueError:
-        return f"signal {-returncode}"
-
-
 def classify(result: dict | None, returncode: int, sent: Mapping[str, str], stderr_tail: str = "", last_text: str = "") -> Outcome:
     """Decide a finished turn's outcome from its result object (if any), exit status and the signals we sent.
 
     `sent` maps signal name ("SIGINT", "SIGKILL") to why we sent it ("interrupt", "turn_timeout", ...)."""
-    died_by = signal_name(returncode)
+    died_by = signal_name(-returncode) if returncode is not None and returncode < 0 else None
     why = ", ".join(f"{sig} ({reason})" for sig, reason in sent.items())
     if result is not None:
         return _from_result(result, returncode, sent, why, last_text)

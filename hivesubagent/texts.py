@@ -6,33 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from common.facts import known, kv
 from common.notices import NO_SOCKET, Notices
 from common.tools import ToolResult
 from hivesubagent.result_pages import read_on
 
 LIST_TEXT_BYTES = 7 * 1024  # status() of every session: the lines that fit; an answer the model reads stays < 8 KiB
-
-
-def kv(**facts: Any) -> str:
-    """`key=value` pairs on one line; a value with spaces or quotes is JSON-quoted so the line stays parseable."""
-    out = []
-    for key, value in facts.items():
-        if value is None:
-            value = "unknown"  # a figure nobody reported (a cost without a result line): never shown as 0 or none
-        elif isinstance(value, bool):
-            value = "true" if value else "false"
-        elif isinstance(value, float):
-            value = f"{value:.6f}".rstrip("0").rstrip(".") if key.endswith("usd") else f"{value:.1f}"
-        value = str(value)
-        if not value or any(c.isspace() or c in "\"'=" for c in value):
-            value = json.dumps(value)
-        out.append(f"{key}={value}")
-    return " ".join(out)
-
-
-def _known(**facts: Any) -> dict[str, Any]:
-    """Only the facts that are known: a model the answer cannot vouch for is left out, not guessed."""
-    return {k: v for k, v in facts.items() if v is not None}
 
 
 def _or_none(offset: int | None) -> int | str:
@@ -57,7 +36,7 @@ def _bounds(view: dict[str, Any], known_only: bool = True) -> dict[str, Any]:
     """The turn's caps as facts: those that are set, or (`known_only=False`) all three, None for no cap."""
     caps = {"max_budget_usd": view.get("max_budget_usd"), "max_turns": view.get("max_turns"),
             "timeout_minutes": _minutes(view.get("timeout_minutes"))}
-    return _known(**caps) if known_only else caps
+    return known(**caps) if known_only else caps
 
 
 def _minutes(value: float | None) -> str | None:
@@ -88,7 +67,7 @@ def turn_result(view: dict[str, Any], verb: str, notices: Notices) -> ToolResult
         return ToolResult(text="\n".join(lines), data=view, is_error=failed)
     caps = {k: "none" if v is None else v for k, v in _bounds(view, known_only=False).items()}
     first = kv(state=view["state"], name=name, session_id=view["session_id"], turn=view["turn"], pid=view["pid"],
-               **_known(model=view.get("model")), **caps)
+               **known(model=view.get("model")), **caps)
     lines = [first]
     wait = f'status(name="{name}", wait_seconds=30)'
     if verb == "interrupted":
@@ -119,7 +98,7 @@ def render_session(view: dict[str, Any]) -> str:
     if view.get("running") and "turn" in view:
         first = kv(name=name, state=view["state"], running=True, session_id=view["session_id"], turn=view["turn"],
                    pid=view["pid"], elapsed_s=view["elapsed_s"],
-                   **_known(model=view.get("model")), **_bounds(view))
+                   **known(model=view.get("model")), **_bounds(view))
         lines = [first, _progress_line(view["progress"]), f"started_at: {view['started_at']}", f"transcript: {view['transcript']}"]
         if view.get("turns_done"):
             lines.append(f"earlier turns: {view['turns_done']}, costing {kv(total_cost_usd=view['total_cost_usd']).split('=', 1)[1]} USD in all "
@@ -131,7 +110,7 @@ def render_session(view: dict[str, Any]) -> str:
         return "\n".join(lines)
     last = view.get("last_turn") or {}
     first = kv(name=name, state=view["state"], running=view["running"], session_id=view["session_id"], turns=view["turns"],
-               **_known(pid=view.get("pid"), model=view.get("model")), last_outcome=last.get("outcome"),
+               **known(pid=view.get("pid"), model=view.get("model")), last_outcome=last.get("outcome"),
                last_cost_usd=last.get("cost_usd"), total_cost_usd=view["total_cost_usd"], last_duration_s=last.get("duration_s"),
                **_bounds(last))
     lines = [first, f"updated_at: {view['updated_at']}", f"transcript: {view['transcript']}"]
@@ -159,12 +138,12 @@ def _session_line(s: dict[str, Any]) -> str:
     if s.get("running") and "turn" in s:
         p = s["progress"]
         return kv(name=s["name"], state=s["state"], session_id=s["session_id"], turn=s["turn"], elapsed_s=s["elapsed_s"],
-                  steps=p["steps"], tool_calls=p["tool_calls"], idle_s=p["idle_s"], **_known(stalled=s.get("stall") and True))
+                  steps=p["steps"], tool_calls=p["tool_calls"], idle_s=p["idle_s"], **known(stalled=s.get("stall") and True))
     last = s.get("last_turn") or {}
     work = last.get("work") or {}
-    return kv(name=s["name"], state=s["state"], session_id=s["session_id"], turns=s["turns"], **_known(pid=s.get("pid")),
+    return kv(name=s["name"], state=s["state"], session_id=s["session_id"], turns=s["turns"], **known(pid=s.get("pid")),
               last_outcome=last.get("outcome"), total_cost_usd=s["total_cost_usd"], updated_at=s["updated_at"],
-              **_known(files_changed=work.get("files_changed"), commands_run=work.get("commands_run")))
+              **known(files_changed=work.get("files_changed"), commands_run=work.get("commands_run")))
 
 
 def _wait_facts(wait: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any, cast
 from common.names import NAME_RULE
 from common.notices import NO_SOCKET, Notices
 from common.tools import CallContext, Tool, ToolError, ToolRegistry, ToolResult, closed_object
-from hivesubagent.engine import SubagentEngine, SubagentError
+from hivesubagent.engine import SubagentEngine
 from hivesubagent.texts import render_list, render_many, render_session, render_steps, render_waited, turn_result
 
 NAME_SCHEMA = {
@@ -235,27 +235,20 @@ def _described(schema: Any, facts: dict[str, Any]) -> Any:
 # ---------------------------------------------------------------------------------------------- handlers
 
 
-def _call(fn, *args, **kwargs) -> dict[str, Any]:
-    try:
-        return fn(*args, **kwargs)
-    except SubagentError as exc:
-        raise ToolError(str(exc)) from None
-
-
 def _start(engine: SubagentEngine, args: dict, ctx: CallContext) -> ToolResult:
-    view = _call(engine.start, args["name"], args["prompt_file"], args.get("model"), args.get("trigger"),
-                 args.get("max_budget_usd"), args.get("max_turns"), args.get("timeout_minutes"))
+    view = engine.start(args["name"], args["prompt_file"], args.get("model"), args.get("trigger"),
+                        args.get("max_budget_usd"), args.get("max_turns"), args.get("timeout_minutes"))
     return turn_result(view, "started", engine.notices)
 
 
 def _continue(engine: SubagentEngine, args: dict, ctx: CallContext) -> ToolResult:
-    view = _call(engine.continue_, args["name"], args["prompt"], args.get("model"), args.get("max_budget_usd"),
-                 args.get("max_turns"), args.get("timeout_minutes"))
+    view = engine.continue_(args["name"], args["prompt"], args.get("model"), args.get("max_budget_usd"),
+                            args.get("max_turns"), args.get("timeout_minutes"))
     return turn_result(view, "continued", engine.notices)
 
 
 def _interrupt(engine: SubagentEngine, args: dict, ctx: CallContext) -> ToolResult:
-    view = _call(engine.interrupt, args["name"], bool(args.get("force", False)))
+    view = engine.interrupt(args["name"], bool(args.get("force", False)))
     return turn_result(view, "interrupted", engine.notices)
 
 
@@ -271,7 +264,7 @@ def _status(engine: SubagentEngine, args: dict, ctx: CallContext) -> ToolResult:
         raise ToolError("wait_seconds: goes with name or names (the sessions to wait for)")
     if args.get("steps") or "steps_offset" in args:
         return _status_steps(engine, name, args)
-    data = _call(engine.status, name, args.get("result_offset"))
+    data = engine.status(name, args.get("result_offset"))
     if "sessions" in data:
         return ToolResult(text=render_list(data), data=data)
     return ToolResult(text=render_session(data), data=data)
@@ -281,7 +274,7 @@ def _status_wait(engine: SubagentEngine, names: list[str], args: dict, ctx: Call
     if args.get("result_offset") is not None:
         raise ToolError("result_offset: pages one finished session's result; call status(name=..., result_offset=N) "
                         "without names or wait_seconds")
-    data = _call(engine.wait_status, names, args.get("wait_seconds"), bool(args.get("all")), ctx.progress, ctx.cancel)
+    data = engine.wait_status(names, args.get("wait_seconds"), bool(args.get("all")), ctx.progress, ctx.cancel)
     if single:
         view = {**data["sessions"][0], "wait": data["wait"]}
         return ToolResult(text=render_waited(view), data=view)
@@ -295,6 +288,6 @@ def _status_steps(engine: SubagentEngine, name: str | None, args: dict) -> ToolR
         raise ToolError("steps_offset: goes with steps=true")
     if args.get("result_offset") is not None:
         raise ToolError("result_offset: pages the result, steps the steps; ask for one at a time")
-    data = _call(engine.steps, name, args.get("steps_offset", 0))
+    data = engine.steps(name, args.get("steps_offset", 0))
     return ToolResult(text=render_steps(data), data=data)
 

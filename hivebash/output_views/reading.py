@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 
 from common.terminal_text import readable
+from common.tools import Refusal
 
 BLOCK = 8 << 20  # bytes read per system call by the scans
 VIEW_BUDGET = 6 * 1024  # bytes of view text in one answer: the facts lines above it fit in the rest of 8 KiB
@@ -16,7 +17,7 @@ MAX_LINES_MAX = 500
 GREP_SECONDS = 10.0  # a pattern that matches most lines of a huge file makes every line Python work: stop counting
 
 
-class ViewError(ValueError):
+class ViewError(Refusal):
     """A view argument the files cannot answer (the message names the field and the rule)."""
 
 
