@@ -51,8 +51,8 @@ EXIT_CODES = (
 @click_options(BashSettings, "HIVE_BASH")
 def daemon_main(**options: Any) -> None:
     """Serve the background-shell tools (run, status, kill, list) over MCP streamable HTTP at /mcp."""
+    from common.daemon_main import run_daemon
     from common.mcp_http import McpApp
-    from common.serve import serve_daemon
     from common.todos.delivery import TodoDelivery
 
     from .engine import Engine
@@ -68,16 +68,10 @@ def daemon_main(**options: Any) -> None:
     try:
         todos = TodoDelivery("bash", settings.state_dir, settings.agent_socket)
         engine = Engine(settings, todos, subreaper=subreaper)
-        engine.start()
     except OSError as exc:  # e.g. the path runs through a regular file, or a read-only mount
         raise click.ClickException(f"--state-dir {settings.state_dir}: cannot be used: {exc.strerror or exc}") from None
     app = McpApp(build_registry(engine), "bash", package_version(), settings)
-    try:
-        serve_daemon(app, settings, on_stop=engine.shutdown, listener=listener)
-    finally:
-        engine.shutdown()
-        todos.flush(2.0)
-        todos.close()
+    run_daemon(app, settings, engine, todos, listener)
 
 
 def _raise_fd_limit() -> None:

@@ -100,7 +100,7 @@ class Engine:
     def closing(self) -> bool:
         return self.registry.closing
 
-    def start(self) -> None:
+    def open(self) -> None:
         """Load the records, turn tasks that were pending/running into `interrupted` (recovery.py), apply
         retention, and start the housekeeping thread."""
         recovery.recover(self.rooms)

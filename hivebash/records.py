@@ -48,7 +48,7 @@ class RecordWriter:
       at most a `.<id>.json.tmp`, removed at the next start, and empty output files;
     - from then until the running record's rename (the process may already run): the pending record; the
       next start finds the task's processes by the record's marker, stops them and records `interrupted`,
-      saying the task was running when it found any (Engine.start);
+      saying the task was running when it found any (Engine.open);
     - until the terminal record's rename: the running record -> `interrupted` at the next start;
     - after it: the terminal record, which is what every inline answer said.
     A power cut leaves, per task, one of these records as it last reached the disk (`--fsync always`: the

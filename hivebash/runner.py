@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 # task one file creation, fsync and rename more, and, racing the worker's write, delay the inline answer
 # (docs/performance.md, "Measurements behind the code").
 # What a crash in this window leaves is the pending record, whose marker is all a restart needs to find and
-# stop the task's processes (and Engine.start then says the task was running when it finds them).
+# stop the task's processes (and Engine.open then says the task was running when it finds them).
 RUNNING_RECORD_DELAY = 0.05
 
 # The longest single wait of a worker, in ms. poll() takes a C int of milliseconds: a timeout_secs above

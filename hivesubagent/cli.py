@@ -49,8 +49,8 @@ EXIT_CODES = ((0, "the call worked"), *CLIENT_EXIT_CODES)
 @click_options(SubagentSettings, "HIVE_SUBAGENT")
 def daemon_main(**options: Any) -> None:
     """Serve the subagent MCP tools (start, continue, interrupt, status) over streamable HTTP."""
+    from common.daemon_main import run_daemon
     from common.mcp_http import McpApp
-    from common.serve import serve_daemon
     from common.todos.delivery import TodoDelivery
     from hivesubagent.engine import SOURCE, SubagentEngine
     from hivesubagent.tools import build_registry
@@ -72,13 +72,7 @@ def daemon_main(**options: Any) -> None:
         _log.warning("cannot write %s (%s): `hive-subagent list` and `log` look in the current directory until "
                     "a restart writes it", state.path / where.RECORD_NAME, exc.strerror or exc)
     app = McpApp(build_registry(engine), SERVER_NAME, package_version(), settings)
-
-    def on_stop() -> None:
-        engine.shutdown()  # interrupts running turns; their todos are queued before we flush
-        todos.flush(5.0)
-        todos.close()
-
-    serve_daemon(app, settings, on_stop=on_stop, listener=listener)
+    run_daemon(app, settings, engine, todos, listener)
 
 
 # ---------------------------------------------------------------------------------------------- the operator CLI

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +193,10 @@ class SubagentEngine:
             raise SubagentError(str(exc).replace("result_offset", "steps_offset").replace("the result", "the steps")) from None
         return {"name": name, "running": running, "turn": number, "transcript": str(path), "steps_page": got.as_dict()}
 
+    def open(self) -> None:
+        """Nothing to take up from a previous daemon: claude's transcripts are the record, read through the index
+        (its keeper started with the engine); a turn that was running died with that daemon."""
+
     def shutdown(self) -> None:
         """Stop every running turn: SIGINT, SIGKILL after `kill_grace`; return once all are recorded (bounded)."""
         turns = self.table.close()
@@ -213,20 +217,11 @@ class SubagentEngine:
             log.error("shutdown: turns whose end could not be recorded in time: %s", ", ".join(left))
         self.index_keeper.stop()
 
-    def running_names(self) -> list[str]:
-        return self.table.names()
-
     def running_view(self, name: str) -> dict[str, Any] | None:
         """The view of `name`'s running turn, None when it has none (no disk read)."""
         with self.table.cond:
             turn = self.table.running_locked(name)
             return None if turn is None else views.turn_view(turn, self.settings.result_chars)
-
-    def wait_until(self, predicate: Callable[[], Any], seconds: float) -> bool:
-        """Wait until `predicate()` holds, re-checked at every change of a turn (state, claude's stream, its
-        todo); for tests and callers that watch a turn. `predicate` runs under the table's lock: memory only."""
-        with self.table.cond:
-            return self.table.wait_locked(predicate, seconds)
 
     # ------------------------------------------------------------------------------------------ helpers
 

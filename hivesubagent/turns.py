@@ -89,10 +89,6 @@ class TurnTable:
         """The running turn of `name` (None when it has none), or every running turn when `name` is None."""
         return list(self._running.values()) if name is None else self._running.get(name)
 
-    def names(self) -> list[str]:
-        with self.cond:
-            return sorted(self._running)
-
     def close(self) -> list[Turn]:
         """Refuse new reservations from now on; the turns running now."""
         with self.cond:

@@ -20,7 +20,7 @@ def make_engine(tmp_path, todos):
         wait_cap = overrides.pop("wait_cap", 30.0)
         ops = overrides.pop("ops", None)
         engine = Engine(settings(tmp_path, **overrides), todos, wait_cap=wait_cap, ops=ops)
-        engine.start()
+        engine.open()
         engines.append(engine)
         return engine
 

@@ -25,7 +25,7 @@ def socket_settings(tmp_path):
 @pytest.fixture
 def agent_tools(socket_settings, todos):
     engine = Engine(socket_settings, todos)
-    engine.start()
+    engine.open()
     yield build_registry(engine), engine
     engine.shutdown(timeout=5)
 

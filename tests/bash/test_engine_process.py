@@ -53,7 +53,7 @@ def test_restart_after_kill_9_marks_tasks_interrupted_and_keeps_output(engine_pr
 
     todos = TodoRecorder()
     engine = Engine(settings(tmp_path), todos)
-    engine.start()
+    engine.open()
     try:
         for tid in ("long", "queued", "quick-one"):
             view = engine.status(tid).view

@@ -164,7 +164,7 @@ def test_restart_stops_what_a_dead_daemon_left_and_records_interrupted(tmp_path,
     task = Task(id="old", cmd="sleep 300", cwd="/", marker="old:n", seq=1, submitted_at=0.0, state="running", pid=left[0])
     engine = Engine(settings(tmp_path), ops=ops)
     engine.store.save_dict("old", record_of(task))
-    engine.start()
+    engine.open()
     try:
         assert ops.ops("find")[0] == ("find", ["old:n"], (None,))
         assert ops.ops("stop") == [("stop", left, True)]

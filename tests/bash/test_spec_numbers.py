@@ -21,7 +21,7 @@ SPEC_DEFAULT_WAIT = 3
 
 def test_an_engine_with_its_defaults_caps_a_wait_of_31_at_30(tmp_path, todos):
     engine = Engine(settings(tmp_path), todos)
-    engine.start()
+    engine.open()
     try:
         outcome = engine.run("exit 0", wait_seconds=31)
     finally:

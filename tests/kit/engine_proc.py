@@ -17,7 +17,7 @@ def main() -> None:
     cfg = json.loads(sys.argv[1])
     cfg["state_dir"] = Path(cfg["state_dir"])
     engine = Engine(BashSettings(**cfg), subreaper=become_subreaper())
-    engine.start()
+    engine.open()
     for line in sys.stdin:
         req = json.loads(line)
         op = req.pop("op")

@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 from daemon_harness import wait_until
+from kit.subagent_testkit import running_names, wait_for_turns
 
 from hivesubagent.engine import SubagentError, TurnState, open_prompt_file
 from hivesubagent.sessions import SessionStore
@@ -23,7 +24,7 @@ from hivesubagent.sessions import SessionStore
 
 def wait_running_in_fake(engine, name: str, seconds: float = 10.0) -> None:
     """Until the fake wrote its init line (it then installs its SIGINT handler right after)."""
-    ok = engine.wait_until(lambda: (engine.running_view(name) or {}).get("confirmed"), seconds)
+    ok = wait_for_turns(engine, lambda: (engine.running_view(name) or {}).get("confirmed"), seconds)
     assert ok, f"{name} did not report init within {seconds}s"
 
 
@@ -115,7 +116,7 @@ def test_refusals_while_running_and_max_running(engine_factory, fake_claude_bin,
     engine.start("two", str(prompt_file), trigger="FAKE:sleep=30")
     with pytest.raises(SubagentError, match="max_running=2"):
         engine.start("three", str(prompt_file))
-    assert engine.running_names() == ["one", "two"]
+    assert running_names(engine) == ["one", "two"]
     assert engine.status()["running"] == 2
 
 
@@ -202,7 +203,7 @@ def test_continue_of_unknown_name_and_interrupt_of_idle_name(engine_factory, fak
         engine.interrupt("ghost")
     with pytest.raises(SubagentError, match="no session named 'ghost'"):
         engine.status("ghost")
-    assert engine.running_names() == []  # refusals release the reservation
+    assert running_names(engine) == []  # refusals release the reservation
 
 
 @pytest.mark.parametrize("bad", ["Bad", "", "a" * 64, "with space", "x\n", "../etc", "a_b"])
@@ -311,7 +312,7 @@ def test_shutdown_interrupts_every_running_turn_and_refuses_new_ones(engine_fact
     wait_running_in_fake(engine, "s2")
     pids = [engine.running_view(n)["pid"] for n in ("s1", "s2")]
     engine.shutdown()
-    assert engine.running_names() == []
+    assert running_names(engine) == []
     assert todos.upserts("s1")[0]["data"]["outcome"]["outcome"] == "interrupted"
     assert todos.upserts("s2")[0]["data"]["outcome"]["outcome"] == "killed"
     assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
@@ -323,7 +324,7 @@ def test_unrunnable_claude_bin_is_a_clear_error(engine_factory, fake_env, prompt
     engine, todos = engine_factory(str(tmp_path / "no-such-claude"), fake_env)
     with pytest.raises(SubagentError, match="cannot run claude_bin"):
         engine.start("nobin", str(prompt_file))
-    assert engine.running_names() == [] and todos.calls == []
+    assert running_names(engine) == [] and todos.calls == []
 
 
 def test_parallel_starts_of_one_name_run_once(engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path):
@@ -364,7 +365,7 @@ def test_a_leftover_holding_stdout_does_not_hold_the_turn(engine_factory, fake_c
         todo = todos.wait_upserts("held", seconds=30)[0]["data"]["outcome"]
         assert todo["outcome"] == "completed" and todo["result_text"] == "finished anyway"
         assert psutil.pid_exists(int(pidfile.read_text()))  # it really was still holding the pipe
-        assert engine.running_names() == []
+        assert running_names(engine) == []
     finally:
         if pidfile.exists():
             psutil.Process(int(pidfile.read_text())).kill()

@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 from daemon_harness import wait_until
+from kit.subagent_testkit import running_names
 
 from common.notices import promises_a_notice
 from common.tools import ToolArgumentsError
@@ -91,7 +92,7 @@ def test_interrupts_soft_and_forced_two_sessions_at_once(engine_factory, claude_
     tool = 'MOCK:tool=Bash {"command": "echo begin; sleep 41.5; echo end"}'
     soft = engine.start("soft", str(prompt_file), trigger="soft-1 MOCK:sleep=60")
     hard = engine.start("hard", str(prompt_file), trigger=f"hard-1\n{tool}")
-    assert engine.running_names() == ["hard", "soft"]
+    assert running_names(engine) == ["hard", "soft"]
     listing = engine.status()
     assert listing["running"] == 2 and {s["name"] for s in listing["sessions"] if s["running"]} == {"hard", "soft"}
     wait_mock_saw(mock_api, "soft-1")
@@ -121,7 +122,7 @@ def test_interrupts_soft_and_forced_two_sessions_at_once(engine_factory, claude_
     assert not sleeper.is_running()
     assert todos.wait_upserts("soft")[0]["data"]["outcome"]["outcome"] == "interrupted"
     assert todos.wait_upserts("hard")[0]["data"]["outcome"]["outcome"] == "killed"
-    assert engine.running_names() == []
+    assert running_names(engine) == []
 
     # the interrupted session goes on where it stopped
     engine.continue_("soft", "soft-2 MOCK:reply=back again")
@@ -172,7 +173,7 @@ def test_bad_inputs_are_clear_errors(engine_factory, claude_bin, real_env, promp
         result = tools.call(tool, json.loads(args))
         assert result.is_error and message in result.text, (tool, result.text)
         assert result.data["error"] == result.text
-    assert engine.running_names() == [] and todos.calls == []
+    assert running_names(engine) == [] and todos.calls == []
     assert not (engine.sessions.project_dir.exists() and any(engine.sessions.project_dir.iterdir()))
 
 

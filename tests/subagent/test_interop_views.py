@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from kit.mock_messages_api import long_reply
+from kit.subagent_testkit import wait_for_turns
 
 from common.tools import ToolArgumentsError
 from hivesubagent import index_file
@@ -71,7 +72,7 @@ def test_progress_shows_mid_turn_while_a_tool_call_is_held(engine_factory, claud
         return (engine.running_view("prog") or {}).get("progress")
 
     # The mock holds the reply after the tool result until released: the turn is mid-way for as long as we look.
-    seen = engine.wait_until(lambda: (progress() or {}).get("tool_calls") == 1, 60.0)
+    seen = wait_for_turns(engine, lambda: (progress() or {}).get("tool_calls") == 1, 60.0)
     assert seen, f"no tool call seen in the stream: {progress()}"
     status = tools.call("status", {"name": "prog"})
     p = status.data["progress"]
