@@ -16,7 +16,7 @@ from common.waiting import WaitSlots, WaitWindow
 from . import inline_wait
 from . import output_views as ov
 from .entry import TaskEntry
-from .process_ops import ProcessOps
+from .process_ops import TaskProcessOps
 from .registry import LockedTasks, TaskRegistry
 from .store import TaskStore
 from .views import STARTED_BYTES, STARTED_VIEW, Outcome, TaskView, read_output
@@ -26,7 +26,7 @@ from .wait_progress import WaitTelling
 class Answers:
     """Views and inline waits over the registry (each method takes the lock itself)."""
 
-    def __init__(self, registry: TaskRegistry, store: TaskStore, ops: ProcessOps, slots: WaitSlots, notices: Notices,
+    def __init__(self, registry: TaskRegistry, store: TaskStore, ops: TaskProcessOps, slots: WaitSlots, notices: Notices,
                  tail_bytes: int):
         self.registry = registry
         self.store = store

@@ -32,7 +32,7 @@ from . import status as status_verb
 from .answers import Answers
 from .arguments import MAX_CMD_BYTES, MAX_IDS, EngineError, UnknownTask
 from .lifecycle import Lifecycle
-from .process_ops import LinuxProcessOps, ProcessOps
+from .process_ops import LinuxTaskProcessOps, TaskProcessOps
 from .reaper import OrphanReaper
 from .records import RecordWriter
 from .registry import TaskRegistry
@@ -52,15 +52,15 @@ class Engine:
     """Bash tasks: submit, observe, stop, list. Thread-safe; one instance per daemon."""
 
     def __init__(self, settings: BashSettings, todos: Todos | None = None, *, subreaper: bool = False,
-                 wait_cap: float = WAIT_CAP_SECONDS, env: dict[str, str] | None = None, ops: ProcessOps | None = None):
+                 wait_cap: float = WAIT_CAP_SECONDS, env: dict[str, str] | None = None, ops: TaskProcessOps | None = None):
         """`ops`: every process operation of the engine and its workers (tests pass a recording fake)."""
         self.settings = settings
         self.store = TaskStore(settings.state_dir, fsync=settings.fsync, fsync_window=settings.fsync_window,
                                shared=settings.share_group is not None)
         records = RecordWriter(self.store)
-        ops = ops if ops is not None else LinuxProcessOps()
+        ops = ops if ops is not None else LinuxTaskProcessOps()
         wake = Doorbell()
-        reaper = OrphanReaper(on_watch=wake.ring)
+        reaper = OrphanReaper(ops, on_watch=wake.ring)
         self.todo_calls = TodoCalls(todos or NoTodos())
         registry = TaskRegistry(self.store, ops, self.todo_calls, settings.max_running)
         self.notices = Notices.for_socket(settings.agent_socket)  # else no todo reaches the agent: answers say so

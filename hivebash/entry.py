@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .processes import ProcInfo
+from common.process_seam import ProcInfo
+
 from .task import Task
 
 if TYPE_CHECKING:

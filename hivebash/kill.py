@@ -10,9 +10,10 @@ from __future__ import annotations
 import threading
 import time
 
+from common.process_seam import ProcInfo
+
 from . import task as T
 from .entry import TaskEntry
-from .processes import ProcInfo
 from .rooms import Rooms
 from .views import KillOutcome
 

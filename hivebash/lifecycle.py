@@ -15,11 +15,11 @@ from pathlib import Path
 
 from common.config import BashSettings
 from common.humanize import human_bytes
+from common.process_seam import ProcInfo
 from common.waiting import Doorbell
 
 from .arguments import EngineError
-from .process_ops import ProcessOps
-from .processes import ProcInfo
+from .process_ops import TaskProcessOps
 from .reaper import OrphanReaper
 from .records import RecordWriter, record_of
 from .registry import Ended, TaskRegistry
@@ -48,7 +48,7 @@ class Lifecycle:
     """The runner hooks (runner.RunnerHooks): what happens to a task after `run` queued it."""
 
     def __init__(self, settings: BashSettings, registry: TaskRegistry, records: RecordWriter, reaper: OrphanReaper,
-                 launcher: Launcher, workers: WorkerPool, wake: Doorbell, subreaper: bool, ops: ProcessOps):
+                 launcher: Launcher, workers: WorkerPool, wake: Doorbell, subreaper: bool, ops: TaskProcessOps):
         self.settings = settings
         self.registry = registry
         self.records = records

@@ -1,4 +1,5 @@
-"""Which processes are a task's, and stopping them: identification by marker, group and tree; pidfd signals.
+"""Which processes are a task's: identification by marker, group and tree (signalling and stopping them:
+common/process_seam.py).
 
 Facts this module is built on (docs/design.md, "Linux processes"):
 - A grandchild that calls `setsid` leaves the group and `killpg` cannot reach it. The daemon is a child
@@ -6,38 +7,23 @@ Facts this module is built on (docs/design.md, "Linux processes"):
   the marker `HIVE_BASH_TASK=<id>:<nonce>` in its environment: a task's processes are the daemon's descendants
   that carry its marker, those in its process group (while the leader is unreaped, so the group id is ours),
   and their descendants (which covers a child that cleared its environment).
-- Signals to identified processes go through pidfds opened after checking the process's start time, so a
-  recycled pid can never receive a signal meant for a task.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import select
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import psutil
 
+from common.process_seam import ProcInfo
+
 MARKER_ENV = "HIVE_BASH_TASK"
 T = TypeVar("T")
-# After SIGKILL, how long to wait for the processes to be gone before recording the end anyway (a process
-# stuck in uninterruptible sleep must not hold the state back; the timeout promise is deadline+grace+100 ms).
-_AFTER_SIGKILL_WAIT = 0.05
-
-
-@dataclass(frozen=True)
-class ProcInfo:
-    """A live process identified as a task's: the pid plus its start time, which together name it."""
-
-    pid: int
-    create_time: float
-    marker: str
 
 
 def proc_facts(proc: psutil.Process) -> tuple[int, float, str | None, int | None, str] | None:
@@ -225,110 +211,3 @@ def _find_everywhere(markers: dict[str, int | None], skip: set[int]) -> dict[str
     return found
 
 
-class ProcSet:
-    """Identified processes held by pidfds: signal them and wait for them without any pid-reuse race."""
-
-    def __init__(self, procs: Iterable[ProcInfo]):
-        self.fds: dict[int, ProcInfo] = {}
-        for info in procs:
-            try:
-                fd = os.pidfd_open(info.pid)
-            except OSError:
-                continue  # already gone
-            try:
-                same = psutil.Process(info.pid).create_time() == info.create_time
-            except psutil.Error:
-                same = False
-            if same:
-                self.fds[fd] = info
-            else:
-                os.close(fd)
-
-    def __len__(self) -> int:
-        return len(self.fds)
-
-    def signal(self, signum: int) -> None:
-        for fd in list(self.fds):
-            try:
-                signal.pidfd_send_signal(fd, signum)
-            except ProcessLookupError:
-                pass
-
-    def wait(self, deadline: float, wake_fd: int | None = None) -> str:
-        """Wait until every process has exited ("gone"), the monotonic `deadline` passes ("deadline"), or
-        `wake_fd` becomes readable ("woken")."""
-        poller = select.poll()
-        for fd in self.fds:
-            poller.register(fd, select.POLLIN)
-        if wake_fd is not None:
-            poller.register(wake_fd, select.POLLIN)
-        pending = set(self.fds)
-        while pending:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return "deadline"
-            for fd, _ in poller.poll(remaining * 1000):
-                if fd == wake_fd:
-                    return "woken"
-                pending.discard(fd)
-                poller.unregister(fd)
-        return "gone"
-
-    def alive(self) -> list[ProcInfo]:
-        gone = set()
-        poller = select.poll()
-        for fd in self.fds:
-            poller.register(fd, select.POLLIN)
-        for fd, _ in poller.poll(0):
-            gone.add(fd)
-        return [info for fd, info in self.fds.items() if fd not in gone]
-
-    def close(self) -> None:
-        for fd in self.fds:
-            os.close(fd)
-        self.fds.clear()
-
-
-def stop_processes(procs: Iterable[ProcInfo], force: bool, deadline: float, wake_fd: int | None = None,
-                   escalate: Callable[[], bool] | None = None) -> None:
-    """SIGTERM (or SIGKILL when `force`), wait until `deadline`, then SIGKILL whatever is left.
-
-    `wake_fd` readable and `escalate()` true (a forced kill arrived during the grace): SIGKILL at once.
-    """
-    held = ProcSet(procs)
-    try:
-        if not held:
-            return
-        if not force:
-            held.signal(signal.SIGTERM)
-            while True:
-                outcome = held.wait(deadline, wake_fd)
-                if outcome == "gone":
-                    return
-                if outcome == "deadline":
-                    break
-                drain_eventfd(wake_fd)
-                if escalate is not None and escalate():
-                    break
-        held.signal(signal.SIGKILL)
-        held.wait(time.monotonic() + _AFTER_SIGKILL_WAIT)
-    finally:
-        held.close()
-
-
-def drain_eventfd(fd: int | None) -> None:
-    if fd is None:
-        return
-    try:
-        os.eventfd_read(fd)
-    except BlockingIOError:
-        pass
-
-
-def is_alive(info: ProcInfo) -> bool:
-    """True if the process named by (pid, start time) still runs (a zombie does not)."""
-    try:
-        proc = psutil.Process(info.pid)
-        return proc.create_time() == info.create_time and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False

@@ -17,7 +17,10 @@ from collections.abc import Callable, Iterable
 
 import psutil
 
-from .processes import ProcInfo, orphan_children, proc_facts, process_table
+from common.process_seam import ProcInfo
+
+from .process_ops import TaskProcessOps
+from .processes import orphan_children, proc_facts, process_table
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +61,8 @@ class OrphanReaper:
     held) when a pidfd is added, so a poll that is under way can start again with it.
     """
 
-    def __init__(self, on_watch: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, ops: TaskProcessOps, on_watch: Callable[[], None] = lambda: None) -> None:
+        self._ops = ops  # the pidfds that watch orphans and their reaping go through the process seam
         self._children_changed = threading.Condition(threading.Lock())  # guards everything below
         self._spawning = 0  # Popen calls between fork and end_spawn
         self._reaping = False  # a reap waits for the spawns in flight; new ones wait for it
@@ -104,7 +108,7 @@ class OrphanReaper:
         if pid in self._watch:
             return False
         try:
-            self._watch[pid] = os.pidfd_open(pid)
+            self._watch[pid] = self._ops.watch(pid)
         except OSError:
             return False  # already reaped (not ours): the next reap forgets it
         return True
@@ -183,9 +187,6 @@ class OrphanReaper:
                 os.close(self._watch.pop(pid))
 
     def _waitpid(self, pid: int) -> int:
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
+        self._ops.reap_orphan(pid)
         self._known.pop(pid, None)
         return 1

@@ -11,7 +11,7 @@ import logging
 import time
 
 from . import task as T
-from .process_ops import ProcessOps
+from .process_ops import TaskProcessOps
 from .records import record_of
 from .rooms import Rooms
 from .task import Task, TaskResult
@@ -36,7 +36,7 @@ def recover(rooms: Rooms) -> None:
                 tasks.agent.may_hold_todo(entry)
 
 
-def interrupt_stale(tasks: list[Task], kill_grace: float, ops: ProcessOps) -> list[Task]:
+def interrupt_stale(tasks: list[Task], kill_grace: float, ops: TaskProcessOps) -> list[Task]:
     """SIGKILL the live processes of the tasks found active, move those tasks to `interrupted` and return them
     (the caller writes their records)."""
     stale = [t for t in tasks if t.state in T.ACTIVE]
@@ -60,7 +60,7 @@ def _note(task: Task, alive: bool) -> str:
             "no end of it was saved)")
 
 
-def _stop_stale_processes(stale: list[Task], kill_grace: float, ops: ProcessOps) -> set[str]:
+def _stop_stale_processes(stale: list[Task], kill_grace: float, ops: TaskProcessOps) -> set[str]:
     """Stop the processes of `stale` as by a forced kill; return the markers of the tasks that had any."""
     found = ops.find({t.marker: None for t in stale}, descendants_only=False)
     by_marker = {t.marker: t for t in stale}

@@ -24,14 +24,14 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from common.call_progress import Cancellation
+from common.process_seam import ProcInfo
 from common.waiting import wait_for
 
 from . import task as T
 from .agent_side import AgentSide
 from .arguments import UnknownTask, check_id
 from .entry import TaskEntry
-from .process_ops import ProcessOps
-from .processes import ProcInfo
+from .process_ops import TaskProcessOps
 from .records import record_of
 from .runner import TaskRunner
 from .store import TaskStore
@@ -52,7 +52,7 @@ class Ended(NamedTuple):
 class TaskRegistry:
     """The lock and the table; `locked()` is the only way in."""
 
-    def __init__(self, store: TaskStore, ops: ProcessOps, todos: TodoCalls, max_running: int):
+    def __init__(self, store: TaskStore, ops: TaskProcessOps, todos: TodoCalls, max_running: int):
         self._changed = threading.Condition(threading.Lock())
         self._tasks = LockedTasks(self._changed, store, ops, todos, max_running)
         self._handle = _Handle(self._changed, self._tasks, todos)
@@ -101,7 +101,7 @@ class LockedTasks:
     """The table (entries by id, the pending queue, the started tasks, ids reserved by a `run` still writing
     its pending record) and every change to it; only ever reached through `TaskRegistry.locked()`."""
 
-    def __init__(self, cond: threading.Condition, store: TaskStore, ops: ProcessOps, todos: TodoCalls,
+    def __init__(self, cond: threading.Condition, store: TaskStore, ops: TaskProcessOps, todos: TodoCalls,
                  max_running: int):
         self._cond = cond
         self._store = store

@@ -12,7 +12,7 @@ from common.waiting import Doorbell
 
 from .answers import Answers
 from .lifecycle import Lifecycle
-from .process_ops import ProcessOps
+from .process_ops import TaskProcessOps
 from .reaper import OrphanReaper
 from .records import RecordWriter
 from .registry import TaskRegistry
@@ -29,7 +29,7 @@ class Rooms:
     lifecycle: Lifecycle
     answers: Answers
     spares: SpareFiles
-    ops: ProcessOps
+    ops: TaskProcessOps
     reaper: OrphanReaper
     wake: Doorbell  # rung by task ends and new orphan watches; must take no lock
     subreaper: bool

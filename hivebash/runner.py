@@ -1,6 +1,6 @@
 """A worker per task (on a pooled thread, workers.py): wait, time out, signal the group, find escapees, reap
 (the spawn happens in the thread that starts the task, see TaskRunner.start). Every process operation goes
-through a process_ops.ProcessOps.
+through a process_ops.TaskProcessOps.
 
 Facts this module is built on (docs/design.md, "Linux processes"):
 - `preexec_fn` is unsafe in a threaded process: the new session comes from `start_new_session=True`.
@@ -27,8 +27,10 @@ import threading
 import time
 from typing import Protocol
 
-from .process_ops import Leader, ProcessOps
-from .processes import MARKER_ENV, ProcInfo, drain_eventfd
+from common.process_seam import Leader, ProcInfo, drain_eventfd
+
+from .process_ops import TaskProcessOps
+from .processes import MARKER_ENV
 from .reaper import OrphanReaper
 from .store import TaskStore
 from .sweep import TaskProcesses
@@ -117,7 +119,7 @@ class TaskRunner:
     so the worker re-evaluates."""
 
     def __init__(self, task: Task, store: TaskStore, reaper: OrphanReaper, hooks: RunnerHooks,
-                 kill_grace: float, subreaper: bool, launcher: Launcher, pool: WorkerPool, ops: ProcessOps):
+                 kill_grace: float, subreaper: bool, launcher: Launcher, pool: WorkerPool, ops: TaskProcessOps):
         self.task = task
         self.ops = ops
         self.procs = TaskProcesses(task, self.ops, reaper, subreaper, kill_grace)

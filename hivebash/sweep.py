@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import time
 
-from .process_ops import ProcessOps
-from .processes import ProcInfo
+from common.process_seam import ProcInfo
+
+from .process_ops import TaskProcessOps
 from .reaper import OrphanReaper
 from .task import Task
 
@@ -15,7 +16,7 @@ from .task import Task
 class TaskProcesses:
     """What a task's worker does to the task's processes, through the process-operations seam."""
 
-    def __init__(self, task: Task, ops: ProcessOps, reaper: OrphanReaper, subreaper: bool, kill_grace: float):
+    def __init__(self, task: Task, ops: TaskProcessOps, reaper: OrphanReaper, subreaper: bool, kill_grace: float):
         self.task = task
         self.ops = ops
         self.reaper = reaper

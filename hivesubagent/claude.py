@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from common.process_seam import Leader, ProcessOps
 from common.signals import signal_name
 from hivesubagent.progress import Progress
 
@@ -95,28 +96,18 @@ def child_env(base: Mapping[str, str], extra: Mapping[str, str], workdir: Path) 
     return env
 
 
-def spawn(argv: list[str], cwd: Path, env: Mapping[str, str], prompt: str, state_dir: Path, pass_fds: tuple[int, ...] = ()) -> Spawned:
-    """Start claude in its own session (process group = its pid), prompt on stdin then EOF.
-
-    `start_new_session=True`, never preexec_fn (unsafe with threads). Raises OSError if the program cannot
-    be executed (Popen reports exec failures from the child)."""
+def spawn(ops: ProcessOps, argv: list[str], cwd: Path, env: Mapping[str, str], prompt: str, state_dir: Path,
+          pass_fds: tuple[int, ...] = ()) -> Spawned:
+    """Start claude in its own session (process group = its pid) through the process seam, prompt on stdin
+    then EOF. Raises OSError if the program cannot be executed (Popen reports exec failures from the child)."""
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     stdin = tempfile.TemporaryFile(dir=state_dir)
     stderr = tempfile.TemporaryFile(dir=state_dir)
     try:
         stdin.write(prompt.encode("utf-8"))
         stdin.seek(0)
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=dict(env),
-            stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            start_new_session=True,
-            close_fds=True,
-            pass_fds=pass_fds,
-        )
+        proc = ops.spawn(argv, cwd=cwd, env=dict(env), stdin=stdin, stdout=subprocess.PIPE, stderr=stderr,
+                         pass_fds=pass_fds)
     except BaseException:
         stderr.close()
         raise
@@ -127,9 +118,10 @@ def spawn(argv: list[str], cwd: Path, env: Mapping[str, str], prompt: str, state
 
 @dataclass
 class Spawned:
-    """One running claude: the Popen, its process group (its own pid: it leads a new session), its stderr."""
+    """One running claude: its leader (a Popen for real), its process group (its own pid: it leads a new
+    session), its stderr."""
 
-    proc: subprocess.Popen
+    proc: Leader
     pgid: int
     stderr: IO[bytes]
 

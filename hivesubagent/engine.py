@@ -21,6 +21,7 @@ from typing import Any
 from common.call_progress import NO_PROGRESS, Cancellation
 from common.config import SubagentSettings
 from common.notices import Notices
+from common.process_seam import LinuxProcessOps, ProcessOps
 from common.todos import Todos
 from common.waiting import WaitSlots, cap_wait
 from hivesubagent import claude, views, waits
@@ -45,7 +46,9 @@ LIST_LIMIT = 100
 
 
 class SubagentEngine:
-    def __init__(self, settings: SubagentSettings, todos: Todos, *, base_env: Mapping[str, str] | None = None):
+    def __init__(self, settings: SubagentSettings, todos: Todos, *, base_env: Mapping[str, str] | None = None,
+                 ops: ProcessOps | None = None):
+        """`ops`: every process operation of the turns (tests pass a recording fake)."""
         self.settings = settings
         self.todos = todos
         workdir = Path(settings.workdir).expanduser()
@@ -61,7 +64,8 @@ class SubagentEngine:
         self.notices = Notices.for_socket(settings.agent_socket)  # else no todo reaches the agent: no text promises one
         self.table = TurnTable(settings.max_running, self.notices)
         self.runner = TurnRunner(self.table, settings, todos, self.workdir, self.env,
-                                 Path(settings.state_dir).absolute() / "subagent")
+                                 Path(settings.state_dir).absolute() / "subagent",
+                                 ops if ops is not None else LinuxProcessOps())
         self._slots = WaitSlots(max(1, settings.max_inline_waits))
 
     # ------------------------------------------------------------------------------------------ the verbs

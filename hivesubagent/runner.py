@@ -6,13 +6,14 @@ stall check (stall.py) and the SIGKILL that follows a soft interrupt after `kill
 
 A turn's `reap_lock` is held while its group is signalled or its leader reaped, so a pgid is never signalled
 once recycled (an unreaped zombie keeps it reserved). It is always taken before the table's `cond`, never
-while holding it; signalling (kill_tree reads /proc) therefore never happens under `cond`.
+while holding it; signalling (stop_tree reads /proc) therefore never happens under `cond`.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import threading
 import time
@@ -22,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from common.config import SubagentSettings
+from common.process_seam import ProcessOps, stop_tree
 from common.todos import Todos
-from hivesubagent import claude, proctree, views
+from hivesubagent import claude, views
 from hivesubagent.arguments import SubagentError
 from hivesubagent.stall import StallWatch
 from hivesubagent.transcript import read_transcript
@@ -38,8 +40,9 @@ READER_DRAIN_SECONDS = 5.0  # after claude exits, how long its stdout reader may
 
 class TurnRunner:
     def __init__(self, table: TurnTable, settings: SubagentSettings, todos: Todos, workdir: Path,
-                 env: Mapping[str, str], scratch: Path):
+                 env: Mapping[str, str], scratch: Path, ops: ProcessOps):
         self.table = table
+        self.ops = ops  # every process operation (common/process_seam.py)
         self.settings = settings
         self.todos = todos
         self.workdir = workdir
@@ -53,7 +56,7 @@ class TurnRunner:
         claude_bin cannot run (the caller releases the reservation)."""
         start = _size(turn.transcript)  # (a continue's; a start's transcript does not exist yet)
         try:
-            spawned = claude.spawn(argv, self.workdir, self.env, turn.prompt, self.scratch, pass_fds=pass_fds)
+            spawned = claude.spawn(self.ops, argv, self.workdir, self.env, turn.prompt, self.scratch, pass_fds=pass_fds)
         except OSError as exc:
             raise SubagentError(f"cannot run claude_bin {self.settings.claude_bin!r}: {exc.strerror or exc}") from None
         reader = threading.Thread(target=self._read, args=(turn,), name=f"subagent-read-{turn.name}", daemon=True)
@@ -73,7 +76,11 @@ class TurnRunner:
 
     def stop(self, turn: Turn, force: bool, reason: str, unless_signalled: bool = False) -> None:
         """SIGINT (a kill_grace timer then escalates) or SIGKILL to the turn's whole tree; nothing once it was
-        reaped. `unless_signalled`: nothing when a signal was already sent (the turn timeout)."""
+        reaped. `unless_signalled`: nothing when a signal was already sent (the turn timeout).
+
+        Claude's Bash tool runs each command in a session of its own (2.1.328), so a signal to claude's group
+        never reaches it: on SIGINT claude stops its tools itself; after SIGKILL it cannot, so a forced stop is
+        the seam's `stop_tree` (claude's descendants found before its group dies, each killed by pidfd)."""
         with turn.reap_lock:
             if turn.exited or turn.spawned is None:
                 return
@@ -82,9 +89,9 @@ class TurnRunner:
                     return
                 first_sigint = self._record_signal_locked(turn, force, reason)
             if force:
-                killed = proctree.kill_tree(turn.spawned.proc.pid, turn.spawned.pgid)
+                killed = stop_tree(self.ops, turn.spawned.proc.pid, turn.spawned.pgid)
             else:
-                proctree.signal_group(turn.spawned.pgid, signal.SIGINT)
+                self.ops.signal_group(turn.spawned.pgid, signal.SIGINT)
         if force:
             log.info("session %s: SIGKILL (%s), %d process(es) signalled", turn.name, reason, killed)
         else:
@@ -142,13 +149,15 @@ class TurnRunner:
     def _watch(self, turn: Turn) -> None:
         spawned, reader = turn.spawned, turn.reader
         assert spawned is not None and reader is not None, "the watcher starts after the spawn and the reader"
+        exit_fd = self.ops.exit_fd(spawned.proc)
         try:
-            os.waitid(os.P_PID, spawned.proc.pid, os.WEXITED | os.WNOWAIT)  # observe the exit; the zombie keeps its pgid
-        except ChildProcessError:
-            pass
+            select.select([exit_fd], [], [])  # observe the exit without reaping: the zombie keeps its pgid
+        finally:
+            os.close(exit_fd)
         with turn.reap_lock:
-            proctree.signal_group(spawned.pgid, signal.SIGKILL)  # leftovers of claude's own group
-            returncode = spawned.proc.wait()
+            self.ops.signal_group(spawned.pgid, signal.SIGKILL)  # leftovers of claude's own group
+            status, _ = self.ops.reap(spawned.proc)
+            returncode = os.waitstatus_to_exitcode(status)  # as Popen says it: -N for a death by signal N
             turn.exited = True
         with self.table.cond:
             timers, sent = list(turn.timers), dict(turn.sent)

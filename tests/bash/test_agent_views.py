@@ -65,12 +65,12 @@ def test_an_operators_inline_wait_leaves_the_completion_todo(agent_tools, todos)
 
 def test_after_a_restart_the_agents_status_still_clears(socket_settings, todos):
     first = Engine(socket_settings, todos)
-    first.start()
+    first.open()
     tools = build_registry(first)
     finish_in_background(tools, first, todos, "before")
     first.shutdown(timeout=5)
     again = Engine(socket_settings, todos)
-    again.start()
+    again.open()
     try:
         call(build_registry(again), "status", id="before")
         assert todos.for_key("before")[-1] == ("clear", "before")

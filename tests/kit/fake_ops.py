@@ -1,4 +1,4 @@
-"""A recording stand-in for hivebash.process_ops.LinuxProcessOps: no process is started.
+"""A recording stand-in for the process seam (common.process_seam.LinuxProcessOps, hivebash.process_ops.LinuxTaskProcessOps): no process is started.
 
 A fake, because what these tests check is which operation the engine asks for on each path (kill while
 pending, starting, running, in the grace; timeouts; leftovers; restart), which with real processes depends on
@@ -12,12 +12,13 @@ leader ignores it (`ignore`), as a shell with a `trap` would.
 import os
 import select
 import signal
+import subprocess
 import threading
 import time
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from hivebash.processes import ProcInfo
+from common.process_seam import ProcInfo
 
 FIRST_PID = 1 << 23  # above any pid_max (4194304 at most on Linux)
 
@@ -29,6 +30,8 @@ class FakeLeader:
     efd: int
     status: int | None = None
     returncode: int | None = None
+    stdout: object = None  # the read end of its output pipe, when spawned with stdout=subprocess.PIPE
+    says: int | None = None  # the write end: what the test makes the leader print (`say`)
 
 
 class RecordingOps:
@@ -36,6 +39,8 @@ class RecordingOps:
         self.calls = []  # (operation, details...) in order
         self.ignore: set[int] = set()  # signals the leaders ignore
         self.leftovers: dict[str, list[ProcInfo]] = {}  # task id -> processes it leaves (alive until stopped)
+        self.descendants: dict[int, list[ProcInfo]] = {}  # pid -> what `tree` finds under it
+        self.on_spawn = None  # called with each new leader (a subagent test makes it print claude's init line)
         self.hold_stop = False  # stop() waits for its deadline or an escalation, as the real one does
         self.spawn_gate = threading.Event()
         self.spawn_gate.set()
@@ -76,6 +81,13 @@ class RecordingOps:
             if leader.status is None:
                 leader.status = status
                 os.eventfd_write(leader.efd, 1)
+                if leader.says is not None:  # its output pipe reaches EOF
+                    os.close(leader.says)
+                    leader.says = None
+
+    def say(self, pid, line: bytes):
+        """The leader `pid` prints `line` on its stdout pipe."""
+        os.write(self.leader(pid).says, line)
 
     def left_behind(self, task_id, count):
         """`task_id` will leave `count` processes behind (found by marker, alive until stopped)."""
@@ -89,14 +101,21 @@ class RecordingOps:
 
     # ----- ProcessOps -----------------------------------------------------------------------------------------
 
-    def spawn(self, argv, executable, stdin, stdout, stderr, cwd, env):
+    def spawn(self, argv, *, stdin, stdout, stderr, cwd, env, executable=None, pass_fds=()):
         self.record("spawn_begins", argv[-1])
         self.spawn_gate.wait(10)
+        marker = env.get(b"HIVE_BASH_TASK", env.get("HIVE_BASH_TASK", b""))
         with self._cond:
             pid, self._next = self._next, self._next + 1
-            self._leaders[pid] = FakeLeader(pid, env[b"HIVE_BASH_TASK"].decode(), os.eventfd(0, os.EFD_CLOEXEC))
+            leader = self._leaders[pid] = FakeLeader(pid, marker.decode() if isinstance(marker, bytes) else marker,
+                                                     os.eventfd(0, os.EFD_CLOEXEC))
+            if stdout == subprocess.PIPE:
+                read_end, leader.says = os.pipe()
+                leader.stdout = os.fdopen(read_end, "rb")
         self.record("spawn", pid, argv[-1])
-        return self._leaders[pid]
+        if self.on_spawn is not None:
+            self.on_spawn(leader)
+        return leader
 
     def exit_fd(self, leader):
         return os.dup(leader.efd)
@@ -111,6 +130,12 @@ class RecordingOps:
         self.record("signal_group", pgid, signum)
         if pgid in self._leaders and (signum not in self.ignore or signum == signal.SIGKILL):
             self.exit(pgid, signum)
+        return pgid in self._leaders
+
+    def tree(self, pid):
+        self.record("tree", pid)
+        with self._cond:
+            return [p for p in self.descendants.get(pid, []) if p.pid not in self._dead]
 
     def signal(self, procs, signum):
         self.record("signal", sorted(p.pid for p in procs), signum)
@@ -138,3 +163,9 @@ class RecordingOps:
 
     def orphans(self, fresh_after=None):
         return None
+
+    def watch(self, pid):
+        raise ProcessLookupError(pid)  # no real process to hold: the reaper does not watch it
+
+    def reap_orphan(self, pid):
+        self.record("reap_orphan", pid)
