@@ -17,7 +17,7 @@ WARNING = ("warning: the end is not saved: the state disk is full (No space left
 
 def _engine(small_disk, todos):
     engine = Engine(settings(small_disk.root, agent_socket=small_disk.root / "agent.sock"), todos)
-    engine.start()
+    engine.open()
     return engine
 
 
@@ -35,7 +35,7 @@ def test_an_end_that_cannot_be_saved_is_said_and_saved_later(small_disk, todos):
         assert json.loads(record.read_text())["state"] != "done"
 
         again = Engine(settings(small_disk.root), TodoRecorder())  # a restart after a crash, on the full disk
-        again.start()  # must not fail: its own records cannot be written either
+        again.open()  # must not fail: its own records cannot be written either
         view = build_registry(again).call("status", {"id": "victim"}, AGENT)
         assert view.data["status"] == "interrupted" and "while the task was running" in view.data["note"], view.text
         assert "warning: the end is not saved" in view.text
