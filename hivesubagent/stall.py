@@ -48,8 +48,10 @@ class StallWatch:
             if turn.stall_reported is None or turn.state is TurnState.ENDED:
                 return
             turn.stall_reported = None
+            # Queued under the table's lock (the outbox only queues it): the turn cannot end in between, so
+            # this clear never lands after, and erases, its completion todo.
+            self.safe_todo(lambda: self.todos.clear(turn.name))
         log.info("session %s: claude writes events again", turn.name)
-        self.safe_todo(lambda: self.todos.clear(turn.name))
 
     def _schedule(self, turn: Turn, seconds: float) -> None:
         timer = threading.Timer(seconds, self._check, args=(turn,))
@@ -70,20 +72,22 @@ class StallWatch:
             report = idle >= threshold
             if report:
                 turn.stall_reported = last
-                data = views.turn_view(turn, 0)
+                # Under the lock, as resumed's clear: a notice queued after the turn ended would replace its
+                # completion todo, and nothing would replace the notice.
+                stall = self._report_locked(turn, views.turn_view(turn, 0))
         if report:
-            self._report(turn, data)
+            log.warning("session %s: %s", turn.name, stall)
+            if self.settings.stall_action == "interrupt":
+                self.stop(turn, f"stalled: {stall.split(';')[0]}")
         # Again at the next threshold of this silence, or a threshold after the last event.
         self._schedule(turn, threshold - idle % threshold if report else threshold - idle)
 
-    def _report(self, turn: Turn, data: dict[str, Any]) -> None:
+    def _report_locked(self, turn: Turn, data: dict[str, Any]) -> str:
+        """Queue the stall's todo (the outbox only queues: cheap under the table's lock); the stall line."""
         stall = data["stall"]
-        log.warning("session %s: %s", turn.name, stall)
         summary = f"subagent {turn.name}: turn {turn.number} stalled, {stall.split(';')[0]}"
-        interrupting = self.settings.stall_action == "interrupt"
-        then = ("the daemon interrupts it (--stall-action interrupt)" if interrupting else
+        then = ("the daemon interrupts it (--stall-action interrupt)" if self.settings.stall_action == "interrupt" else
                 f'nothing is stopped: status(name="{turn.name}") shows its progress, interrupt(name="{turn.name}") stops it')
         body = f"{stall}\n{then}; this todo goes when claude writes again, and the turn's outcome replaces it."
         self.safe_todo(lambda: self.todos.upsert(turn.name, summary, body, data))
-        if interrupting:
-            self.stop(turn, f"stalled: {stall.split(';')[0]}")
+        return stall
