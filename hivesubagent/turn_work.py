@@ -40,24 +40,23 @@ class TurnWork:
 def read_turn_work(path: Path, workdir: Path, start: int = 0) -> TurnWork | None:
     """The last turn's work in the transcript at `path`, read from byte `start` (where the turn's prompt is, or
     before it); None when the transcript cannot be read."""
+    work = TurnWork()
     try:
         with open(path, "rb") as f:
             f.seek(start)
-            lines = f.read().splitlines()
+            for raw in f:  # a line at a time: a turn's tool results can make its transcript many MiB
+                entry = _wanted(raw)
+                if entry is None or entry.get("isSidechain"):
+                    continue
+                if entry.get("type") == "user":
+                    if is_prompt(entry):
+                        work = TurnWork()  # a later turn's prompt: only the last turn counts
+                    continue
+                for block in (entry.get("message") or {}).get("content") or []:
+                    if isinstance(block, dict) and block.get("type") == "tool_use":
+                        _count(work, str(block.get("name")), block.get("input"), workdir)
     except OSError:
         return None
-    work = TurnWork()
-    for raw in lines:
-        entry = _wanted(raw)
-        if entry is None or entry.get("isSidechain"):
-            continue
-        if entry.get("type") == "user":
-            if is_prompt(entry):
-                work = TurnWork()  # a later turn's prompt: only the last turn counts
-            continue
-        for block in (entry.get("message") or {}).get("content") or []:
-            if isinstance(block, dict) and block.get("type") == "tool_use":
-                _count(work, str(block.get("name")), block.get("input"), workdir)
     return work
 
 
