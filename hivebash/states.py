@@ -48,7 +48,7 @@ TASK_STATES: StateTable[str] = StateTable("bash task", {
     SWEEPING: {ENDING},
     ENDING: TERMINAL,
 })
-STATES = frozenset(TASK_STATES.edges) | TERMINAL
+ALL_STATES = frozenset(TASK_STATES.edges) | TERMINAL
 
 
 def shown_as(state: str) -> str:
@@ -57,5 +57,5 @@ def shown_as(state: str) -> str:
 
 
 __all__ = ["ACTIVE", "ALIVE", "BadTransition", "DONE", "ENDED", "ENDING", "EXITED", "INTERRUPTED", "KILLED", "PENDING",
-           "RUNNING", "SHOWN", "STARTING", "STATES", "STATE_ORDER", "STOPPING", "SWEEPING", "TASK_STATES", "TERMINAL",
+           "RUNNING", "SHOWN", "STARTING", "ALL_STATES", "STATE_ORDER", "STOPPING", "SWEEPING", "TASK_STATES", "TERMINAL",
            "TIMED_OUT", "shown_as"]

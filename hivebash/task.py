@@ -17,6 +17,7 @@ from common.signals import signal_name
 from .states import (
     ACTIVE,
     ALIVE,
+    ALL_STATES,
     DONE,
     ENDED,
     ENDING,
@@ -28,7 +29,6 @@ from .states import (
     SHOWN,
     STARTING,
     STATE_ORDER,
-    STATES,
     STOPPING,
     SWEEPING,
     TASK_STATES,
@@ -39,7 +39,7 @@ from .states import (
 )
 
 __all__ = ["ACTIVE", "ALIVE", "BadTransition", "DONE", "ENDED", "ENDING", "EXITED", "INTERRUPTED", "KILLED", "PENDING",
-           "RUNNING", "SHOWN", "STARTING", "STATES", "STATE_ORDER", "STOPPING", "SWEEPING", "TERMINAL", "TIMED_OUT",
+           "RUNNING", "SHOWN", "STARTING", "ALL_STATES", "STATE_ORDER", "STOPPING", "SWEEPING", "TERMINAL", "TIMED_OUT",
            "Rusage", "Stop", "Task", "TaskResult", "end_state", "exit_status", "transition"]
 
 

@@ -49,7 +49,7 @@ SENDING = "sending"  # one request is on the wire
 BACKOFF = "backoff"  # the last round failed; waiting for the retry time, a new todo, flush or close
 CLOSED = "closed"
 
-STATES = StateTable("todo delivery", {
+DELIVERY_STATES = StateTable("todo delivery", {
     IDLE: {SENDING, CLOSED},
     SENDING: {IDLE, BACKOFF, CLOSED},
     BACKOFF: {SENDING, IDLE, CLOSED},
@@ -192,7 +192,7 @@ class TodoDelivery:
     def _set_state_locked(self, new: str) -> None:
         """The one guarded transition of the delivery state (caller holds `_cond`)."""
         if new != self._state:
-            self._state = STATES.check(self._state, new, self.source)
+            self._state = DELIVERY_STATES.check(self._state, new, self.source)
             self._cond.notify_all()
 
     def _run(self) -> None:
