@@ -256,7 +256,7 @@ def test_a_tty_task_runs_on_when_its_output_fills_the_disk(small_disk, todos, ca
     """A terminal's output that the full disk cannot take is dropped, and the task keeps its terminal: once there
     is room again it goes on printing and reading (a copier that gave up used to hang up on the task)."""
     engine = Engine(settings(small_disk.root), todos)
-    engine.start()
+    engine.open()
     try:
         tools = build_registry(engine)
         flood = "head -c 3000000 /dev/zero | tr '\\0' x; echo; printf 'ready> '; read a; echo \"got $a\""
