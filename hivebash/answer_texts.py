@@ -7,6 +7,7 @@ and each answer ends with what to do next when there is a next step.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from common.facts import known, kv
@@ -60,6 +61,19 @@ def _failure_block(view: TaskView) -> str:
             + "\n".join(lines) + "\n")
 
 
+def stop_line(task: Task) -> str | None:
+    """A stop sent to a task that still runs (a kill it may ignore, or its timeout's SIGTERM), and what next."""
+    stop = task.stop
+    if stop is None or task.terminal:
+        return None
+    ago = max(0.0, time.monotonic() - stop.asked_at)
+    if stop.signal == "SIGINT":
+        return f"SIGINT sent {ago:.1f}s ago; still running: kill(id=\"{task.id}\", force=true) sends SIGKILL"
+    then = (f"; SIGKILL follows in {max(0.0, stop.deadline - time.monotonic()):.1f}s" if stop.deadline is not None
+            else "")
+    return f"{stop.signal} sent {ago:.1f}s ago; still running{then}"
+
+
 def about_lines(view: TaskView, first_answer: bool) -> list[str]:
     """What the answer says about the task under its facts line."""
     t, r = view.task, view.task.result
@@ -70,6 +84,9 @@ def about_lines(view: TaskView, first_answer: bool) -> list[str]:
         lines.append(f"note: {r.note}")
     if view.leftovers:
         lines.append(still_alive_line(t.id, view.leftovers))
+    stopping = stop_line(t)
+    if stopping:
+        lines.append(stopping)
     if view.unsaved is not None:
         lines.append(unsaved_line(view.unsaved))
     if t.state == T.PENDING:

@@ -142,10 +142,10 @@ class Engine:
         return self.sender.send(task_id, text, keys, enter, eof, wait_seconds, wait_for, client_gone, operator,
                                 cancel, progress)
 
-    def kill(self, task_id: str, force: bool = False) -> KillOutcome:
-        """Fire-and-forget: cancel a pending task, signal a running one's group, or stop a finished
-        task's leftover processes (kill.py). Never waits for the task to end."""
-        return kill_verb.kill(self.rooms, task_id, force)
+    def kill(self, task_id: str, force: bool = False, wait_seconds: float | None = None) -> KillOutcome:
+        """Cancel a pending task, signal a running one's group (then wait up to `wait_seconds`, default 2, for
+        its end), or stop a finished task's leftover processes (kill.py)."""
+        return kill_verb.kill(self.rooms, task_id, force, wait_seconds)
 
     def list(self, state: str | None = None, limit: int | None = None, offset: int = 0) -> tuple[list[TaskView], int]:
         """Tasks newest first, optionally of one state, from `offset`; (views without tails, total matching)."""

@@ -1,8 +1,9 @@
 """The `kill` verb: cancel a pending task, signal a running one's group, or stop a finished task's leftovers.
 
-Fire-and-forget: nothing here waits for a task to end. The worker of a running task does the rest (the
-grace, the sweep of what the shell left); a kill only records what was asked and wakes it. What a kill does is
-decided by the task's state alone (states.py).
+The worker of a running task does the rest (the grace, the sweep of what the shell left); a kill records what
+was asked and wakes it, then waits a moment (`wait_seconds`, default KILL_WAIT_SECONDS, capped at 30) for the
+end, so the answer says whether the task ended or ignored the signal. What a kill does is decided by the
+task's state alone (states.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import threading
 import time
 
 from common.process_seam import ProcInfo
+from common.waiting import cap_wait
 
 from . import task as T
 from .entry import TaskEntry
@@ -18,11 +20,39 @@ from .rooms import Rooms
 from .views import KillOutcome
 
 SIGNALLED = frozenset({T.STARTING, T.RUNNING, T.STOPPING, T.SWEEPING})  # its worker acts on a kill
+KILL_WAIT_SECONDS = 2.0  # how long a kill waits for the end by default
 
 
-def kill(rooms: Rooms, task_id: str, force: bool) -> KillOutcome:
+def kill(rooms: Rooms, task_id: str, force: bool, wait_seconds: float | None = None) -> KillOutcome:
+    window = cap_wait(wait_seconds, default=KILL_WAIT_SECONDS, cap=rooms.wait_cap)
     action, message = _kill(rooms, task_id, force)
-    return KillOutcome(rooms.answers.view(task_id), action, message)
+    waited = 0.0
+    if action == "signalled" and window.seconds > 0:
+        start = time.monotonic()
+        with rooms.answers.slots.held() as slot:  # past the bound: answer at once, as every wait does
+            if slot:
+                with rooms.registry.locked() as tasks:
+                    entry = tasks.get(task_id)
+                    tasks.wait(lambda: entry.task.terminal, window.seconds)
+        waited = time.monotonic() - start
+    view = rooms.answers.view(task_id)
+    if action == "signalled" and window.seconds > 0:
+        message = _after_wait(view.task, force, waited, message)
+    return KillOutcome(view, action, message)
+
+
+def _after_wait(task: T.Task, force: bool, waited: float, message: str) -> str:
+    """What the kill's short wait saw: the end, or what survived it and the next call."""
+    if task.terminal:
+        code = task.result.exit_code if task.result else None
+        sent = message.split("; if it does not exit")[0].split("; status(id=")[0]
+        return f"{sent}; it ended within {waited:.2f}s: status={task.state}" + (
+            f" exit_code={code}" if code is not None else "")
+    sig = "SIGKILL" if force else "SIGINT"
+    if force:
+        return f"{message}; still running {waited:.2f}s after {sig}: status(id=\"{task.id}\", wait_seconds=5)"
+    return (f"sent {sig} to the process group of task {task.id}; still running {waited:.2f}s later (it ignores or "
+            f"handles SIGINT): kill(id=\"{task.id}\", force=true) sends SIGKILL")
 
 
 def _kill(rooms: Rooms, task_id: str, force: bool) -> tuple[str, str]:

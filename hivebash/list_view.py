@@ -8,10 +8,12 @@ import time
 from common.humanize import human_age, one_line
 from common.tools import ToolResult
 
+from .answer_texts import stop_line
 from .views import TaskView
 
-LIST_TEXT_BYTES = 7 * 1024  # the table's bytes; the answer stays under 8 KiB
+LIST_TEXT_BYTES = 6 * 1024  # the table's bytes; with the notes under it the answer stays under 8 KiB
 COMMAND_CHARS = 60
+STOP_LINES = 5  # tasks marked ! (a stop sent, still running) explained under the table
 
 
 def _row(v: TaskView, now: float) -> dict:
@@ -19,7 +21,8 @@ def _row(v: TaskView, now: float) -> dict:
     return {"id": v.task.id, "status": v.task.state, "age_seconds": round(now - v.task.submitted_at, 1),
             "exit_code": r.exit_code if r else None, "signal": r.signal if r else None,
             "duration": None if v.duration is None else round(v.duration, 3), "cmd": one_line(v.task.cmd, 200),
-            "stdin": v.task.stdin, "leftover_processes": len(v.leftovers), "seq": v.task.seq}
+            "stdin": v.task.stdin, "leftover_processes": len(v.leftovers), "seq": v.task.seq,
+            "stop": stop_line(v.task)}
 
 
 def list_result(views: list[TaskView], total: int, state: str | None, offset: int = 0) -> ToolResult:
@@ -38,6 +41,7 @@ def list_result(views: list[TaskView], total: int, state: str | None, offset: in
         code = "-" if r["exit_code"] is None else str(r["exit_code"])
         stdin = (f"{'-' if r['stdin'] == 'null' else r['stdin']:<5} " if inputs else "")
         status = r["status"] + (f"+{r['leftover_processes']}" if r["leftover_processes"] else "")
+        status += "!" if r["stop"] else ""
         line = (f"{r['id']:<{width}}  {status:<11}  {human_age(r['age_seconds']):>5}  {code:>4}  "
                 f"{stdin}{one_line(r['cmd'], COMMAND_CHARS)}")
         if used + len(line.encode()) + 1 > LIST_TEXT_BYTES:
@@ -46,6 +50,11 @@ def list_result(views: list[TaskView], total: int, state: str | None, offset: in
         used += len(line.encode()) + 1
         shown += 1
     text = f"{head} shown={shown}" + (f" from offset {offset}" if offset else "") + "\n" + "\n".join(lines) + "\n"
+    stopped = [r for r in rows[:shown] if r["stop"]]
+    for r in stopped[:STOP_LINES]:
+        text += f"{r['id']}!: {r['stop']}\n"
+    if len(stopped) > STOP_LINES:
+        text += f"({len(stopped) - STOP_LINES} more marked !: a stop was sent and they still run; status(id) says which)\n"
     if any(r["leftover_processes"] for r in rows[:shown]):
         text += "(+N: the shell exited, N processes it started still run; kill(id) stops them)\n"
     left = total - offset - shown

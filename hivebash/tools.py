@@ -144,21 +144,24 @@ def status_tool(notices: Notices) -> dict[str, Any]:
 
 
 def kill_tool(notices: Notices) -> dict[str, Any]:
-    ending = notices.say("the end surfaces as a todo (or check with status)", "check its end with status")
+    ending = notices.say("a later end surfaces as a todo (or check with status)", "check a later end with status")
     return dict(
         name="kill",
         description=(
-            "Stop a running or pending task. Fire-and-forget: sends the signal and returns without waiting; "
-            f"{ending}. force=false (default): SIGINT to the task's whole process "
-            "group (graceful), and once the shell has exited, whatever it left behind gets SIGTERM then SIGKILL. "
-            "force=true: SIGKILL to everything of the task, including processes that left its group. If a SIGINT'd "
-            "task does not exit, call kill again with force=true. A pending task is cancelled before it starts. The "
-            "task ends as `killed`. On a finished task, kill stops its leftover background processes, if any."
+            "Stop a running or pending task: the signal, then a short wait (`wait_seconds`, default 2) for the "
+            f"end, so the answer says whether it ended or what survived; {ending}. force=false (default): SIGINT "
+            "to the task's whole process group (graceful), and once the shell has exited, whatever it left behind "
+            "gets SIGTERM then SIGKILL. force=true: SIGKILL to everything of the task, including processes that "
+            "left its group. A task that ignores SIGINT keeps running (status says since when): kill it again with "
+            "force=true. A pending task is cancelled before it starts. The task ends as `killed`. On a finished "
+            "task, kill stops its leftover background processes, if any."
         ),
         input_schema=closed_object(
             {
                 "id": ID_SCHEMA,
                 "force": {"type": "boolean", "description": "SIGKILL instead of SIGINT (default false)."},
+                "wait_seconds": WAIT_SCHEMA | {"description": "Seconds to wait for the end after the signal (default "
+                                                              "2, capped at 30; 0 = answer at once)."},
             },
             required=("id",),
         ),
@@ -229,7 +232,8 @@ def _status(engine: Engine, args: dict[str, Any], ctx: CallContext) -> ToolResul
 
 
 def _kill(engine: Engine, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-    return kill_result(engine.kill(args["id"], force=bool(args.get("force", False))))
+    return kill_result(engine.kill(args["id"], force=bool(args.get("force", False)),
+                                   wait_seconds=args.get("wait_seconds")))
 
 
 def _list(engine: Engine, args: dict[str, Any], ctx: CallContext) -> ToolResult:

@@ -46,9 +46,9 @@ def test_without_a_socket_kill_and_every_description_promise_no_todo(agent):
     for name, tool in agent.tools().items():
         assert not promises_a_notice(tool["description"]), (name, tool["description"])
     agent.call("run", cmd="sleep 30", name="k5", wait_seconds=0)
-    text = agent.call("kill", id="k5")
+    text = agent.call("kill", id="k5", wait_seconds=0)
     assert not promises_a_notice(text), text
-    assert 'status(id="k5"' in text
+    assert 'status(id="k5", wait_seconds=5) shows its end' in text
     assert not promises_a_notice(agent.instructions)
 
 
@@ -163,3 +163,103 @@ def test_status_of_several_waits_for_all_and_an_ended_one_ends_no_wait(agent):
     both = agent.call("status", ids=["a2", "b2"], all=True, wait_seconds=20)
     assert "id=a2 status=done" in both and "id=b2 status=done" in both and "all ended" in both, both
     assert "all: goes with ids" in agent.call("status", id="a2", all=True, error=True)
+
+
+# ----- deliverable 7: a soft kill that is ignored is visible; kill's short wait ------------------------------------
+
+def test_an_ignored_sigint_is_said_by_kill_status_and_list(agent):
+    agent.call("run", cmd="trap '' INT; echo armed; sleep 60", name="deaf", wait_for="armed", wait_seconds=20)
+    text = agent.call("kill", id="deaf", wait_seconds=0.5)
+    assert "still running 0.5" in text and 'kill(id="deaf", force=true) sends SIGKILL' in text, text
+    status = agent.call("status", id="deaf")
+    assert "SIGINT sent " in status and 's ago; still running: kill(id="deaf", force=true)' in status, status
+    listing = agent.call("list", state="running")
+    assert any(line.startswith("deaf ") and "running!" in line for line in listing.splitlines()), listing
+    assert "deaf!: SIGINT sent " in listing
+    forced = agent.call("kill", id="deaf", force=True)
+    assert "; it ended within " in forced and "status=killed exit_code=137" in forced, forced
+    quick = agent.call("run", cmd="sleep 60", name="soft", wait_seconds=0)
+    assert "task started" in quick
+    assert "sent SIGINT to the process group of task soft; it ended within " in agent.call("kill", id="soft")  # SIGINT ends sleep: the answer says so
+
+
+# ----- deliverable 8: list is bounded and paged -------------------------------------------------------------------
+
+def test_list_of_a_thousand_tasks_stays_under_8_kib_and_pages(tmp_path):
+    from hivebash_testkit import settings, wait_idle
+
+    from common.tools import CallContext
+    from hivebash.engine import Engine
+    from hivebash.tools import build_registry
+
+    engine = Engine(settings(tmp_path, max_running=64), None)
+    engine.start()
+    try:
+        tools = build_registry(engine)
+        for i in range(1000):
+            tools.call("run", {"cmd": f"true {i} with a longer command line to fill the column to its end", "wait_seconds": 0})
+        assert wait_idle(engine, 60)
+        res = tools.call("list", {"limit": 1000}, CallContext())
+        assert len(res.text.encode()) < 8 * 1024 and res.text.startswith("tasks=1000 shown="), res.text[:200]
+        shown = res.data["shown"]
+        assert 50 < shown < 1000 and f"{1000 - shown:,} more: list(offset={shown}) shows the next page" in res.text
+        page = tools.call("list", {"limit": 1000, "offset": shown}, CallContext())
+        assert page.text.startswith("tasks=1000 shown=") and f"from offset {shown}" in page.text.splitlines()[0]
+        assert page.data["tasks"][0]["id"] != res.data["tasks"][-1]["id"] and len(page.text.encode()) < 8 * 1024
+    finally:
+        engine.shutdown(timeout=10)
+
+
+# ----- deliverables 9 and 10: the smaller traps; fewer bytes for the same knowledge --------------------------------
+
+def test_an_unknown_argument_names_the_nearest_known_one(agent):
+    refused = agent.call("run", error=True, cmd="true", timeout=5)
+    assert "unknown argument(s) not allowed: 'timeout' (did you mean 'timeout_secs'?)" in refused, refused
+
+
+def test_a_queue_place_and_a_busy_wait_each_say_what_to_do(tmp_path):
+    from hivebash_testkit import settings
+
+    from common.tools import CallContext
+    from hivebash.engine import Engine
+    from hivebash.tools import build_registry
+
+    engine = Engine(settings(tmp_path, max_running=1, max_inline_waits=1), None)
+    engine.start()
+    try:
+        tools = build_registry(engine)
+        tools.call("run", {"cmd": "sleep 30", "name": "first", "wait_seconds": 0}, CallContext())
+        queued = tools.call("run", {"cmd": "echo later", "name": "later", "wait_seconds": 0}, CallContext()).text
+        assert queued.startswith("task queued: id=later\nstatus=pending"), queued
+        assert "queued: place 1 in the queue" in queued and "It runs once a slot frees" in queued, queued
+        assert "It keeps running" not in queued
+        import threading
+        waiting = threading.Thread(target=tools.call, args=("status", {"id": "first", "wait_seconds": 3}))
+        waiting.start()
+        assert wait_until(lambda: engine.rooms.answers.slots.try_acquire() is False or _release(engine), 5, "a taken slot")
+        busy = tools.call("status", {"id": "first", "wait_seconds": 3}, CallContext()).text
+        assert "wait_skipped=busy" in busy and "do not retry at once" in busy, busy
+        waiting.join()
+    finally:
+        engine.shutdown(timeout=10)
+
+
+def _release(engine) -> bool:
+    engine.rooms.answers.slots.release()
+    return False
+
+
+def test_a_failed_builds_error_line_and_polls_without_cmd(agent):
+    build = ("for i in $(seq 1 20000); do echo \"[ OK ] compiling unit $i\"; "
+             "[ $i = 7000 ] && echo 'src/x.c:12: error: missing symbol'; done; exit 2")
+    text = agent.call("run", cmd=build, name="build27", wait_seconds=30)
+    assert text.startswith("id=build27 status=done exit_code=2"), text
+    assert "--- lines above the tails that look like the failure (error|fail|traceback|exception|panic) ---\n" \
+           "stdout:7001: src/x.c:12: error: missing symbol\n" in text, text
+    agent.call("run", cmd="while true; do echo tick; sleep 0.1; done", name="chat27", wait_seconds=0)
+    agent.call("status", id="chat27", wait_for="tick", wait_seconds=20)
+    agent.call("status", id="chat27", wait_for="tick", wait_seconds=20)
+    poll = agent.call("status", id="chat27", tail_lines=2)
+    assert "cmd:" not in poll and "cwd:" not in poll and poll.count("\ntick") == 2, poll
+    agent.call("kill", id="chat27", force=True)
+    assert "cmd: while true" in agent.call("status", id="chat27")  # an ended task's answer names it again
