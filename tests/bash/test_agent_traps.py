@@ -186,14 +186,14 @@ def test_an_ignored_sigint_is_said_by_kill_status_and_list(agent):
 # ----- deliverable 8: list is bounded and paged -------------------------------------------------------------------
 
 def test_list_of_a_thousand_tasks_stays_under_8_kib_and_pages(tmp_path):
-    from hivebash_testkit import settings, wait_idle
+    from kit.hivebash_testkit import settings, wait_idle
 
     from common.tools import CallContext
     from hivebash.engine import Engine
     from hivebash.tools import build_registry
 
     engine = Engine(settings(tmp_path, max_running=64), None)
-    engine.start()
+    engine.open()
     try:
         tools = build_registry(engine)
         for i in range(1000):
@@ -218,14 +218,14 @@ def test_an_unknown_argument_names_the_nearest_known_one(agent):
 
 
 def test_a_queue_place_and_a_busy_wait_each_say_what_to_do(tmp_path):
-    from hivebash_testkit import settings
+    from kit.hivebash_testkit import settings
 
     from common.tools import CallContext
     from hivebash.engine import Engine
     from hivebash.tools import build_registry
 
     engine = Engine(settings(tmp_path, max_running=1, max_inline_waits=1), None)
-    engine.start()
+    engine.open()
     try:
         tools = build_registry(engine)
         tools.call("run", {"cmd": "sleep 30", "name": "first", "wait_seconds": 0}, CallContext())
