@@ -63,7 +63,8 @@ def run_tool(default_cwd: str, notices: Notices) -> dict[str, Any]:
                     "type": "string",
                     "minLength": 1,
                     "maxLength": MAX_CMD_BYTES,
-                    "description": "The shell command line, run as `bash -c CMD` (pipes, &&, loops and redirections work).",
+                    "description": "The shell command line, run as `bash -c CMD` (pipes, &&, loops and redirections "
+                                   "work); at most 65,536 bytes of UTF-8: write long scripts to a file and run that.",
                 },
                 "timeout_secs": {
                     "type": "integer",
@@ -261,9 +262,9 @@ def instructions(notices: Notices) -> str:
     arrival = notices.say(
         "A task that outlives its inline wait reports its end as a todo; a `status` that shows you the end clears it.",
         f"No completion notice reaches you ({NO_SOCKET}): check running tasks with `status(id, wait_seconds=30)` "
-        "or `status(ids=[...], wait_seconds=30)`.")
+        "or `status(ids=[...], all=true, wait_seconds=30)`.")
     return ("Every `run` already runs its command in the background, in a fresh `bash -c`: do not end `cmd` with `&` "
             "or wrap it in `nohup`; wait with `wait_seconds` (up to 30) or `wait_for` a line such as a server's "
-            "ready message. Read output through `status` (its tail, `new_only`, `grep`, "
+            "ready message. Read output through `status` (its tail, `tail_lines`, `new_only`, `grep`, "
             "`from_line`/`max_lines`; each answer stays under 8 KiB), not with `Read` of an output file, which may "
             f"be huge. {arrival}")

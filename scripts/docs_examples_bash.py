@@ -30,7 +30,7 @@ def _age_column(m: re.Match) -> str:
 
 
 NORMALIZE_PATTERNS = [
-    (r"(duration=|waited=)([\d.]+)(s)", _whole_seconds),
+    (r"(duration=|waited=|ended within |still running |sent \w+ )([\d.]+)(s)", _whole_seconds),
     (r"cpu=[\d.]+s", "cpu=0.00s"),
     (r"max_rss(<?=)[\d.]+[KMG]?i?B", rf"max_rss\g<1>{FIXED_RSS}"),
     (r"pids? [\d ]*\d", "pids 48213"),

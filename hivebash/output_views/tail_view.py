@@ -137,13 +137,15 @@ def _read(src: Source, size: int, start: int, share: int, new_only: bool, lines:
             begin = _last_lines_start(fd, size, lines) if lines else 0
             raw, text, first = _tail_bytes(fd, begin, size, share)
             end = size
-        before = newlines_before(fd, first)
+        st = os.fstat(fd)
+        before = 0 if first == 0 else newlines_before(fd, first, st)
         newlines: int | None
         if before is not None and end == size:
             newlines = before + raw.count(b"\n")
-            remember(fd, size, newlines)
+            if first:  # a file read whole needs no count kept: the next view reads it whole again
+                remember(fd, size, newlines, st)
         else:
-            newlines = newlines_before(fd, size)
+            newlines = newlines_before(fd, size, st)
         ends_nl = raw.endswith(b"\n") if end == size and raw else os.pread(fd, 1, size - 1) == b"\n"
         return _Shown(size, start, first, end, raw, text, before, newlines, ends_nl)
     finally:
