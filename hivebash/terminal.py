@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 ROWS, COLUMNS = 40, 120  # a tty task's window size
 # TERM of a tty task: a common terminal whose sequences (CSI, OSC, charset designations) the views remove
-# (common/terminal_text.py), and one that colour-aware programs (`ls --color=auto`, git) recognise.
+# (hivebash/terminal_text.py), and one that colour-aware programs (`ls --color=auto`, git) recognise.
 TERM = "xterm-256color"
 READ_BUFFER = 1 << 16  # bytes: the copier's one buffer
 QUIET_MS = 20  # at the task's end: the copier closes the terminal once it has been quiet this long

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from common.call_progress import MESSAGE_CHARS
 from common.humanize import human_bytes, one_line
-from common.terminal_text import readable
+from hivebash.terminal_text import readable
 
 from . import output_views as ov
 from . import task as T

@@ -1,7 +1,7 @@
 """Views of a task's output files for the model: grep, a window of lines, what is new, the tail, wait_for.
 
 Every view reads the files in blocks (never whole: an output may be many GiB), cleans what it shows
-(common.terminal_text: no escape sequences, last carriage-return frame) and fits in a byte budget, so an
+(hivebash.terminal_text: no escape sequences, last carriage-return frame) and fits in a byte budget, so an
 answer that carries a view stays under 8 KiB however large the files are. Lines are numbered from 1 and
 ended by `\\n`.
 

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 
 from common.humanize import human_bytes
-from common.terminal_text import readable
+from hivebash.terminal_text import readable
 
 from .line_count import line_total, newlines_before, remember
 from .reading import LINE_CAP, VIEW_BUDGET, Source, View, open_output
