@@ -25,17 +25,18 @@ from common.process_seam import LinuxProcessOps, ProcessOps
 from common.todos import Todos
 from common.waiting import WaitSlots, cap_wait
 from hivesubagent import claude, views, waits
+from hivesubagent import turn as T
 from hivesubagent.arguments import SubagentError, open_prompt_file, prompt_text, session_name, turn_bounds
 from hivesubagent.index_file import IndexKeeper
 from hivesubagent.result_pages import OffsetError, page
 from hivesubagent.runner import TurnRunner, unarchive
 from hivesubagent.sessions import LiveSession, SessionStore, Transcript
 from hivesubagent.transcript_log import last_turn_page
-from hivesubagent.turn import Turn, TurnState
+from hivesubagent.turn import Turn
 from hivesubagent.turn_work import read_turn_work
 from hivesubagent.turns import TurnTable
 
-__all__ = ["SOURCE", "SubagentEngine", "SubagentError", "TurnState", "open_prompt_file"]
+__all__ = ["SOURCE", "SubagentEngine", "SubagentError", "open_prompt_file"]
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ class SubagentEngine:
             turn = self.table.running_locked(name)
             if turn is None:
                 raise SubagentError(f"name: {name!r} is not running (interrupt only reaches a running turn; see status(name={name!r}))")
-            self.table.wait_locked(lambda: turn.state is not TurnState.STARTING, STARTING_WAIT_SECONDS)
+            self.table.wait_locked(lambda: turn.state != T.STARTING, STARTING_WAIT_SECONDS)
             if turn.spawned is None:  # its start was refused or failed while we waited: nothing ran
                 raise SubagentError(f"name: {name!r} is not running (its start did not get as far as running claude)")
         self.runner.stop(turn, force=force, reason="interrupt(force=true)" if force else "interrupt")
@@ -206,7 +207,7 @@ class SubagentEngine:
         turns = self.table.close()
         for turn in turns:
             with self.table.cond:
-                self.table.wait_locked(lambda: turn.state is not TurnState.STARTING, STARTING_WAIT_SECONDS)  # noqa: B023 - waited on here
+                self.table.wait_locked(lambda: turn.state != T.STARTING, STARTING_WAIT_SECONDS)  # noqa: B023 - waited on here
             self.runner.stop(turn, force=False, reason="daemon shutdown")
         with self.table.cond:
             self.table.wait_locked(lambda: not self.table.running_locked(), self.settings.kill_grace)
@@ -242,13 +243,13 @@ class SubagentEngine:
     def _confirm(self, turn: Turn) -> dict[str, Any]:
         """Wait (bounded by confirm_wait) for claude's init line or an early exit; then answer."""
         with self.table.cond:
-            self.table.wait_locked(lambda: turn.stream.init_seen or turn.state is TurnState.ENDED, self.settings.confirm_wait)
+            self.table.wait_locked(lambda: turn.stream.init_seen or turn.state == T.ENDED, self.settings.confirm_wait)
             return views.turn_view(turn, self.settings.result_chars)
 
     def _wait_ended(self, turn: Turn, seconds: float) -> bool:
         with self._slots.held() as got, self.table.cond:
             # every wait slot busy: answer with the state as it is
-            return self.table.wait_locked(lambda: turn.state is TurnState.ENDED, seconds if got else 0.0)
+            return self.table.wait_locked(lambda: turn.state == T.ENDED, seconds if got else 0.0)
 
     def _view(self, turn: Turn) -> dict[str, Any]:
         with self.table.cond:

@@ -26,10 +26,11 @@ from common.config import SubagentSettings
 from common.process_seam import ProcessOps, stop_tree
 from common.todos import Todos
 from hivesubagent import claude, views
+from hivesubagent import turn as T
 from hivesubagent.arguments import SubagentError
 from hivesubagent.stall import StallWatch
 from hivesubagent.transcript import read_transcript
-from hivesubagent.turn import Turn, TurnState
+from hivesubagent.turn import Turn
 from hivesubagent.turn_work import read_turn_work
 from hivesubagent.turns import TurnTable
 
@@ -65,7 +66,7 @@ class TurnRunner:
             turn.reader = reader
             turn.transcript_start = start
             turn.started_mono = time.monotonic()
-            self.table.transition_locked(turn, TurnState.RUNNING)
+            self.table.transition_locked(turn, T.RUNNING)
         log.info("session %s: %s turn %d started (pid %d, session %s)", turn.name, turn.kind, turn.number, spawned.proc.pid, turn.session_id)
         self._safe_todo(lambda: self.todos.clear(turn.name))
         reader.start()
@@ -106,8 +107,8 @@ class TurnRunner:
             turn.sent["SIGKILL"] = reason
         else:
             turn.sent.setdefault("SIGINT", reason)
-        if turn.state is TurnState.RUNNING:
-            self.table.transition_locked(turn, TurnState.STOPPING)
+        if turn.state == T.RUNNING:
+            self.table.transition_locked(turn, T.STOPPING)
         return first_sigint
 
     def _escalate(self, turn: Turn) -> None:
@@ -116,7 +117,7 @@ class TurnRunner:
     def _timed_out(self, turn: Turn) -> None:
         """The turn's time limit passed: SIGINT (SIGKILL after the grace), and its outcome becomes timed_out."""
         with self.table.cond:
-            if turn.sent or turn.state is not TurnState.RUNNING:
+            if turn.sent or turn.state != T.RUNNING:
                 return  # already being stopped (an interrupt, shutdown) or ended: not a timeout
             turn.timed_out = True
         self.stop(turn, force=False, reason=f"timeout_minutes={turn.bounds.timeout_minutes:g}", unless_signalled=True)
@@ -185,7 +186,7 @@ class TurnRunner:
         with self.table.cond:
             turn.outcome, turn.turn_cost, turn.total_cost, turn.work = outcome, turn_cost, total_cost, work
             self.table.remember_ended_locked(turn)
-            self.table.transition_locked(turn, TurnState.ENDED)
+            self.table.transition_locked(turn, T.ENDED)
             data = views.turn_view(turn, self.settings.result_chars)
         summary, body = views.turn_todo(turn, data)
         self._safe_todo(lambda: self.todos.upsert(turn.name, summary, body, data))

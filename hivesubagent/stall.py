@@ -17,8 +17,9 @@ from typing import Any
 
 from common.config import SubagentSettings
 from common.todos import Todos
+from hivesubagent import turn as T
 from hivesubagent import views
-from hivesubagent.turn import Turn, TurnState
+from hivesubagent.turn import Turn
 from hivesubagent.turns import TurnTable
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ class StallWatch:
     def resumed(self, turn: Turn) -> None:
         """The reader saw an event; a reported stall is over: its todo goes (the completion todo comes later)."""
         with self.table.cond:
-            if turn.stall_reported is None or turn.state is TurnState.ENDED:
+            if turn.stall_reported is None or turn.state == T.ENDED:
                 return
             turn.stall_reported = None
             # Queued under the table's lock (the outbox only queues it): the turn cannot end in between, so
@@ -57,7 +58,7 @@ class StallWatch:
         timer = threading.Timer(seconds, self._check, args=(turn,))
         timer.daemon = True
         with self.table.cond:
-            if turn.state is TurnState.ENDED:
+            if turn.state == T.ENDED:
                 return
             turn.timers.append(timer)
         timer.start()
@@ -65,7 +66,7 @@ class StallWatch:
     def _check(self, turn: Turn) -> None:
         threshold = self.threshold or 0.0
         with self.table.cond:
-            if turn.state is TurnState.ENDED:
+            if turn.state == T.ENDED:
                 return
             last = turn.stream.progress.last_event_mono
             idle = time.monotonic() - last

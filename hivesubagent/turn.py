@@ -13,24 +13,20 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 
 from common.states import StateTable
 from hivesubagent import claude
 
+STARTING = "starting"  # the name is reserved; transcripts are being looked up/archived, claude spawned
+RUNNING = "running"
+STOPPING = "stopping"  # we signalled it; waiting for the exit
+ENDED = "ended"  # exited, reaped, outcome decided; already out of the engine's map
 
-class TurnState(StrEnum):
-    STARTING = "starting"  # the name is reserved; transcripts are being looked up/archived, claude spawned
-    RUNNING = "running"
-    STOPPING = "stopping"  # we signalled it; waiting for the exit
-    ENDED = "ended"  # exited, reaped, outcome decided; already out of the engine's map
-
-
-TURN_STATES = StateTable("turn", {
-    TurnState.STARTING: {TurnState.RUNNING, TurnState.ENDED},
-    TurnState.RUNNING: {TurnState.STOPPING, TurnState.ENDED},
-    TurnState.STOPPING: {TurnState.ENDED},
+TURN_STATES: StateTable[str] = StateTable("turn", {
+    STARTING: {RUNNING, ENDED},
+    RUNNING: {STOPPING, ENDED},
+    STOPPING: {ENDED},
 })
 
 
@@ -69,7 +65,7 @@ class Turn:
     archived: list[Path] = field(default_factory=list)  # (start) earlier transcripts of the name it archived
     started_wall: float = field(default_factory=time.time)
     started_mono: float = field(default_factory=time.monotonic)
-    state: TurnState = TurnState.STARTING
+    state: str = STARTING  # one of the four above, written only by TurnTable.transition_locked
     spawned: claude.Spawned | None = None
     stream: claude.StreamState = field(default_factory=claude.StreamState)
     sent: dict[str, str] = field(default_factory=dict)  # signal name -> why
@@ -81,7 +77,7 @@ class Turn:
     ended_mono: float | None = None
     timers: list[threading.Timer] = field(default_factory=list)
     reader: threading.Thread | None = None
-    reported: bool = False  # its todo is queued (after ENDED: a continue is never refused once the todo says done)
+    reported: bool = False  # its todo is queued (after ended: a continue is never refused once the todo says done)
     timed_out: bool = False  # its time limit passed: the timer sent the SIGINT
     transcript_start: int = 0  # the transcript's size when this turn began: its own lines come after
     work: dict | None = None  # what the turn did (turn_work.TurnWork.as_dict), read at its end; None: unknown

@@ -14,9 +14,10 @@ from typing import Any
 
 from common.notices import Notices
 from common.waiting import wait_for
+from hivesubagent import turn as T
 from hivesubagent.arguments import SubagentError
 from hivesubagent.sessions import Transcript
-from hivesubagent.turn import TURN_STATES, Turn, TurnState
+from hivesubagent.turn import TURN_STATES, Turn
 
 ENDED_KEPT = 1000  # names whose last turn's outcome the engine remembers (what a transcript cannot say)
 
@@ -68,12 +69,12 @@ class TurnTable:
         """Free a reservation whose claude never ran (a refusal or a failed spawn): nothing to report."""
         with self.cond:
             turn.reported = True
-            self.transition_locked(turn, TurnState.ENDED)
+            self.transition_locked(turn, T.ENDED)
 
-    def transition_locked(self, turn: Turn, new: TurnState) -> None:
+    def transition_locked(self, turn: Turn, new: str) -> None:
         """The one place a turn changes state; wakes every waiter. An ended turn leaves the running map."""
         turn.state = TURN_STATES.check(turn.state, new, turn.name)
-        if new is TurnState.ENDED:
+        if new == T.ENDED:
             turn.ended_mono = time.monotonic()
             if self._running.get(turn.name) is turn:
                 del self._running[turn.name]

@@ -10,10 +10,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hivesubagent import claude
+from hivesubagent import turn as T
 from hivesubagent.result_pages import excerpt, read_on
 from hivesubagent.sessions import LiveSession, Transcript
 from hivesubagent.texts import work_lines
-from hivesubagent.turn import Turn, TurnState
+from hivesubagent.turn import Turn
 
 OUTCOME_EXTRA_FIELDS = ("terminal_reason", "api_error_status", "num_turns")
 # A turn stopped by one of its caps goes on with a higher one: the argument its todo's next call names.
@@ -29,8 +30,8 @@ def turn_view(turn: Turn, result_chars: int) -> dict[str, Any]:
     progress = turn.stream.progress.view()
     view: dict[str, Any] = {
         "name": turn.name,
-        "state": turn.state.value,
-        "running": turn.state is not TurnState.ENDED,
+        "state": turn.state,
+        "running": turn.state != T.ENDED,
         "session_id": turn.session_id,
         "transcript": str(turn.transcript),
         "kind": turn.kind,
@@ -56,7 +57,7 @@ def stall_text(turn: Turn, progress: dict[str, Any]) -> str | None:
     """"no event from claude for 12 min; last: tool Bash started 12 min ago" once the silence of a running turn
     passes the daemon's --stall-minutes; None before (or with no threshold)."""
     idle = progress["idle_s"]
-    if turn.stall_after_s is None or turn.state is TurnState.ENDED or idle < turn.stall_after_s:
+    if turn.stall_after_s is None or turn.state == T.ENDED or idle < turn.stall_after_s:
         return None
     return f"no event from claude for {ago(idle)}; last: {progress['last_event']} {ago(idle)} ago"
 

@@ -18,7 +18,8 @@ from typing import Any
 from common.call_progress import NO_PROGRESS, Cancellation, paced_wait
 from common.humanize import one_line
 from common.waiting import WaitSlots, WaitWindow
-from hivesubagent.turn import Turn, TurnState
+from hivesubagent import turn as T
+from hivesubagent.turn import Turn
 from hivesubagent.turns import TurnTable
 
 PROGRESS_CHARS = 199  # one progress message: a line a person reads at a glance
@@ -46,7 +47,7 @@ def wait_turns(table: TurnTable, turns: list[Turn], want_all: bool, window: Wait
     start = clock()
 
     def done() -> bool:
-        ended = sum(t.state is TurnState.ENDED for t in turns)
+        ended = sum(t.state == T.ENDED for t in turns)
         return ended == len(turns) if want_all else ended > 0
 
     skipped = False
@@ -57,7 +58,7 @@ def wait_turns(table: TurnTable, turns: list[Turn], want_all: bool, window: Wait
                 paced_wait(table.cond, done, window.seconds, progress, cancel or Cancellation(),
                            news=lambda: table.changes, message=lambda waited: progress_message(turns, waited), clock=clock)
     with table.cond:
-        ended = tuple(t.name for t in turns if t.state is TurnState.ENDED)
+        ended = tuple(t.name for t in turns if t.state == T.ENDED)
     return WaitOutcome(window, clock() - start, skipped, want_all, ended)
 
 
@@ -65,7 +66,7 @@ def progress_message(turns: list[Turn], waited: float) -> str:
     """One line: each turn's steps, its latest tool and tokens so far, or that it ended."""
     parts = []
     for turn in turns:
-        if turn.state is TurnState.ENDED:
+        if turn.state == T.ENDED:
             parts.append(f"{turn.name}: ended")
             continue
         p = turn.stream.progress.view()

@@ -18,7 +18,8 @@ import pytest
 from daemon_harness import wait_until
 from kit.subagent_testkit import running_names, wait_for_turns
 
-from hivesubagent.engine import SubagentError, TurnState, open_prompt_file
+from hivesubagent import turn as T
+from hivesubagent.engine import SubagentError, open_prompt_file
 from hivesubagent.sessions import SessionStore
 
 
@@ -349,7 +350,7 @@ def test_parallel_starts_of_one_name_run_once(engine_factory, fake_claude_bin, f
     # The refused starts never spawned; the one that ran logs once its (loaded) interpreter is up.
     assert len(wait_until(lambda: fake_log(tmp_path), 30, "the fake claude's log line")) == 1
     assert len(SessionStore(engine.workdir, engine.env).find_all("race")) <= 1
-    assert engine.running_view("race")["state"] in (TurnState.RUNNING.value, TurnState.STOPPING.value)
+    assert engine.running_view("race")["state"] in (T.RUNNING, T.STOPPING)
 
 
 def test_a_leftover_holding_stdout_does_not_hold_the_turn(engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path, monkeypatch):

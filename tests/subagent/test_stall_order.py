@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from hivesubagent.turn import TurnState
+from hivesubagent import turn as T
 
 
 def test_a_stall_notice_never_replaces_the_completion_todo(engine_factory, fake_claude_bin, fake_env, prompt_file):
@@ -18,7 +18,7 @@ def test_a_stall_notice_never_replaces_the_completion_todo(engine_factory, fake_
         if "stalled" in summary:
             turn = engine.table._running.get(key)  # (read bare: the notice may be queued under the lock)
             deadline = time.monotonic() + 1.5
-            while time.monotonic() < deadline and not (turn is None or turn.state is TurnState.ENDED):
+            while time.monotonic() < deadline and not (turn is None or turn.state == T.ENDED):
                 time.sleep(0.01)  # (the race is the point: no condition to wait on from in here)
         return record(key, summary, body, data)
 
