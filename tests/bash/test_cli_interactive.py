@@ -33,6 +33,9 @@ def hb(daemon, *args, stdin=None):
 def test_send_types_into_a_repl_and_exits_with_its_code(daemon, sink):
     code, out = hb(daemon, "run", "--stdin", "tty", "--name", "py", "python3 -i -q")
     assert code == 0 and 'send(id="py"' in out
+    # The first prompt, before typing: a slow python's first ">>> " would otherwise match send's wait_for at once.
+    code, out = hb(daemon, "status", "py", "--wait", "20", "--wait-for", ">>> $")
+    assert code == 0 and ">>> " in out, out
     code, out = hb(daemon, "send", "py", "print(6 * 7)", "--wait-for", ">>> $", "--wait", "20")
     assert code == 0 and "\n42\n" in out and out.startswith("id=py status=running stdin=tty"), out
     code, out = hb(daemon, "send", "py", "--key", "ctrl-d", "--wait", "20")
