@@ -26,6 +26,7 @@ from common.todos import Todos
 from common.waiting import WaitSlots, cap_wait
 from hivesubagent import claude, views, waits
 from hivesubagent import turn as T
+from hivesubagent.answers import PageData, SessionAnswer, SessionList, SessionView, Steps, TurnView, WaitedSessions
 from hivesubagent.arguments import SubagentError, open_prompt_file, prompt_text, session_name, turn_bounds
 from hivesubagent.index_file import IndexKeeper
 from hivesubagent.result_pages import OffsetError, page
@@ -73,7 +74,7 @@ class SubagentEngine:
 
     def start(self, name: str, prompt_file: str, model: str | None = None, trigger: str | None = None,
               max_budget_usd: float | None = None, max_turns: int | None = None,
-              timeout_minutes: float | None = None) -> dict[str, Any]:
+              timeout_minutes: float | None = None) -> TurnView:
         """Archive a finished session of `name`, start a fresh one; return once claude is confirmed running."""
         name = session_name(name)
         prompt = claude.START_NUDGE if trigger is None else prompt_text(trigger, "trigger")
@@ -102,7 +103,7 @@ class SubagentEngine:
         return view
 
     def continue_(self, name: str, prompt: str, model: str | None = None, max_budget_usd: float | None = None,
-                  max_turns: int | None = None, timeout_minutes: float | None = None) -> dict[str, Any]:
+                  max_turns: int | None = None, timeout_minutes: float | None = None) -> TurnView:
         """A new turn of the session named `name` on disk, resumed by its id."""
         name = session_name(name)
         prompt = prompt_text(prompt, "prompt")
@@ -126,7 +127,7 @@ class SubagentEngine:
             raise
         return self._confirm(turn)
 
-    def interrupt(self, name: str, force: bool = False) -> dict[str, Any]:
+    def interrupt(self, name: str, force: bool = False) -> TurnView:
         """SIGINT (or SIGKILL with `force`) to the running turn of `name`; answer with its outcome when it ends
         within the grace period (a soft interrupt becomes SIGKILL after `kill_grace`)."""
         name = session_name(name)
@@ -141,7 +142,7 @@ class SubagentEngine:
         self._wait_ended(turn, AFTER_KILL_SECONDS if force else self.settings.kill_grace + AFTER_KILL_SECONDS)
         return self._view(turn)
 
-    def status(self, name: str | None = None, result_offset: int | None = None) -> dict[str, Any]:
+    def status(self, name: str | None = None, result_offset: int | None = None) -> SessionList | SessionAnswer:
         """One session (running or from its transcript), or every known session when `name` is None.
         With `result_offset`: a page of the last turn's whole result text from that character on."""
         if name is None and result_offset is not None:
@@ -156,13 +157,13 @@ class SubagentEngine:
         for t in self.sessions.list():
             if t.name and t.name not in seen:
                 unique.setdefault(t.name, t)
-        listed = list(unique.values())
+        listed = list(unique.items())
         live = self.sessions.live_sessions()
-        finished = [self._transcript_view(t, live) for t in listed[:LIST_LIMIT]]
-        return {"sessions": running + finished, "running": len(running), "more": max(0, len(listed) - LIST_LIMIT)}
+        finished: list[SessionAnswer] = [self._transcript_view(t, named, live) for named, t in listed[:LIST_LIMIT]]
+        return {"sessions": [*running, *finished], "running": len(running), "more": max(0, len(listed) - LIST_LIMIT)}
 
     def wait_status(self, names: list[str], wait_seconds: float | None = None, want_all: bool = False,
-                    progress: Any = NO_PROGRESS, cancel: Cancellation | None = None) -> dict[str, Any]:
+                    progress: Any = NO_PROGRESS, cancel: Cancellation | None = None) -> WaitedSessions:
         """`status(names=[...], wait_seconds=N, all=...)` (or one name): wait (capped at 30 s) until the first of
         the named turns running now ends (with `want_all`, every one), then each session's view. A session
         already finished before the call does not end the wait; with none running it answers at once. `progress`
@@ -180,7 +181,7 @@ class SubagentEngine:
         waited = waits.wait_turns(self.table, turns, want_all, window, self._slots, progress, cancel)
         return {"sessions": [self._status_of(n, None) for n in names], "wait": waited.as_dict()}
 
-    def steps(self, name: str, offset: int = 0) -> dict[str, Any]:
+    def steps(self, name: str, offset: int = 0) -> Steps:
         """`status(name, steps=true)`: a page of the session's last turn as readable steps (hive-subagent log's
         rendering), read from claude's transcript, running or not."""
         name = session_name(name)
@@ -222,7 +223,7 @@ class SubagentEngine:
             log.error("shutdown: turns whose end could not be recorded in time: %s", ", ".join(left))
         self.index_keeper.stop()
 
-    def running_view(self, name: str) -> dict[str, Any] | None:
+    def running_view(self, name: str) -> TurnView | None:
         """The view of `name`'s running turn, None when it has none (no disk read)."""
         with self.table.cond:
             turn = self.table.running_locked(name)
@@ -240,7 +241,7 @@ class SubagentEngine:
                     f"process (pid {live.pid}) that this daemon did not start"
                 )
 
-    def _confirm(self, turn: Turn) -> dict[str, Any]:
+    def _confirm(self, turn: Turn) -> TurnView:
         """Wait (bounded by confirm_wait) for claude's init line or an early exit; then answer."""
         with self.table.cond:
             self.table.wait_locked(lambda: turn.stream.init_seen or turn.state == T.ENDED, self.settings.confirm_wait)
@@ -251,11 +252,11 @@ class SubagentEngine:
             # every wait slot busy: answer with the state as it is
             return self.table.wait_locked(lambda: turn.state == T.ENDED, seconds if got else 0.0)
 
-    def _view(self, turn: Turn) -> dict[str, Any]:
+    def _view(self, turn: Turn) -> TurnView:
         with self.table.cond:
             return views.turn_view(turn, self.settings.result_chars)
 
-    def _status_of(self, name: str, result_offset: int | None) -> dict[str, Any]:
+    def _status_of(self, name: str, result_offset: int | None) -> SessionAnswer:
         view = self.running_view(name)
         if view is not None:
             if result_offset is not None:
@@ -265,12 +266,12 @@ class SubagentEngine:
         found = self.sessions.find(name)
         if found is None:
             raise SubagentError(f"name: no session named {name!r}: not running, and no transcript in {self.sessions.project_dir}")
-        view = self._transcript_view(found, self.sessions.live_sessions(), with_work=True)
+        session = self._transcript_view(found, name, self.sessions.live_sessions(), with_work=True)
         if result_offset is not None:
-            view["result_page"] = self._result_page(found, result_offset)
-        return view
+            session["result_page"] = self._result_page(found, result_offset)
+        return session
 
-    def _transcript_view(self, t: Transcript, live: list[LiveSession], with_work: bool = False) -> dict[str, Any]:
+    def _transcript_view(self, t: Transcript, name: str, live: list[LiveSession], with_work: bool = False) -> SessionView:
         """`with_work`: what the last turn did too (ours remembers it; else one read of the transcript)."""
         other = next((s for s in live if s.session_id == t.session_id), None)
         ours = self.table.ended_turn_of(t)
@@ -278,9 +279,9 @@ class SubagentEngine:
         if with_work and (ours is None or ours.work is None):
             found = read_turn_work(t.path, self.workdir, self.sessions.turn_start(t.path))
             work = None if found is None else found.as_dict()
-        return views.transcript_view(t, self.settings.result_chars, other, ours, work)
+        return views.transcript_view(t, name, self.settings.result_chars, other, ours, work)
 
-    def _result_page(self, t: Transcript, offset: int) -> dict[str, Any]:
+    def _result_page(self, t: Transcript, offset: int) -> PageData:
         """A page of the last turn's whole result, read from claude's transcript (so it survives a restart)."""
         text = t.last_turn.result_text if t.last_turn is not None else ""
         ours = self.table.ended_turn_of(t)

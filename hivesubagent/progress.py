@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common.humanize import one_line
+from hivesubagent.answers import ProgressData
 
 INPUT_CHARS = 160  # how much of the latest tool call's input status shows
 # The input field that says most about a call of claude's built-in tools, in order of preference.
@@ -81,11 +82,11 @@ class Progress:
             self._usage[message_id] = (_tokens(usage, "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"),
                                        _tokens(usage, "output_tokens"))
 
-    def view(self) -> dict[str, Any]:
+    def view(self) -> ProgressData:
         with self._lock:
             return self._view()
 
-    def _view(self) -> dict[str, Any]:
+    def _view(self) -> ProgressData:
         reported = bool(self._usage)
         return {
             "steps": self.steps,

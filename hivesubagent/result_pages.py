@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hivesubagent.answers import PageData
+
 PAGE_BYTES = 6 * 1024
 EXCERPT_BYTES = 3 * 1024  # the start of a result shown in a todo or a plain status, beside the turn's facts
 
@@ -28,7 +30,7 @@ class Page:
         end = self.offset + len(self.text)
         return end if end < self.total_chars else None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> PageData:
         return {"offset": self.offset, "chars": len(self.text), "total_chars": self.total_chars,
                 "next_offset": self.next_offset, "text": self.text}
 

@@ -25,8 +25,9 @@ from typing import Any
 from common.config import SubagentSettings
 from common.process_seam import ProcessOps, stop_tree
 from common.todos import Todos
-from hivesubagent import claude, views
+from hivesubagent import answers, claude, views
 from hivesubagent import turn as T
+from hivesubagent.answers import WorkData
 from hivesubagent.arguments import SubagentError
 from hivesubagent.stall import StallWatch
 from hivesubagent.transcript import read_transcript
@@ -181,7 +182,7 @@ class TurnRunner:
                  turn.elapsed(), returncode)
 
     def _record_end(self, turn: Turn, outcome: claude.Outcome, turn_cost: float | None, total_cost: float | None,
-                    work: dict | None) -> None:
+                    work: WorkData | None) -> None:
         """The turn ends (waiters wake), then its one todo is queued and it counts as reported."""
         with self.table.cond:
             turn.outcome, turn.turn_cost, turn.total_cost, turn.work = outcome, turn_cost, total_cost, work
@@ -189,7 +190,7 @@ class TurnRunner:
             self.table.transition_locked(turn, T.ENDED)
             data = views.turn_view(turn, self.settings.result_chars)
         summary, body = views.turn_todo(turn, data)
-        self._safe_todo(lambda: self.todos.upsert(turn.name, summary, body, data))
+        self._safe_todo(lambda: self.todos.upsert(turn.name, summary, body, answers.data(data)))
         with self.table.cond:
             turn.reported = True
             self.table.changed_locked()

@@ -17,8 +17,9 @@ from typing import Any
 
 from common.config import SubagentSettings
 from common.todos import Todos
+from hivesubagent import answers, views
 from hivesubagent import turn as T
-from hivesubagent import views
+from hivesubagent.answers import TurnView
 from hivesubagent.turn import Turn
 from hivesubagent.turns import TurnTable
 
@@ -83,12 +84,13 @@ class StallWatch:
         # Again at the next threshold of this silence, or a threshold after the last event.
         self._schedule(turn, threshold - idle % threshold if report else threshold - idle)
 
-    def _report_locked(self, turn: Turn, data: dict[str, Any]) -> str:
+    def _report_locked(self, turn: Turn, data: TurnView) -> str:
         """Queue the stall's todo (the outbox only queues: cheap under the table's lock); the stall line."""
         stall = data["stall"]
+        assert stall is not None, "reported past the threshold, so the view says the stall"
         summary = f"subagent {turn.name}: turn {turn.number} stalled, {stall.split(';')[0]}"
         then = ("the daemon interrupts it (--stall-action interrupt)" if self.settings.stall_action == "interrupt" else
                 f'nothing is stopped: status(name="{turn.name}") shows its progress, interrupt(name="{turn.name}") stops it')
         body = f"{stall}\n{then}; this todo goes when claude writes again, and the turn's outcome replaces it."
-        self.safe_todo(lambda: self.todos.upsert(turn.name, summary, body, data))
+        self.safe_todo(lambda: self.todos.upsert(turn.name, summary, body, answers.data(data)))
         return stall

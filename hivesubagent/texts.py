@@ -4,11 +4,24 @@ readable rest, each answer bounded under 8 KiB. The data beside it is the view i
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from common.facts import known, kv
 from common.notices import NO_SOCKET, Notices
 from common.tools import ToolResult
+from hivesubagent import answers
+from hivesubagent.answers import (
+    LastTurn,
+    Outcome,
+    ProgressData,
+    SessionAnswer,
+    SessionList,
+    Steps,
+    TurnView,
+    WaitedSessions,
+    WaitFacts,
+    WorkData,
+)
 from hivesubagent.result_pages import read_on
 
 LIST_TEXT_BYTES = 7 * 1024  # status() of every session: the lines that fit; an answer the model reads stays < 8 KiB
@@ -18,7 +31,7 @@ def _or_none(offset: int | None) -> int | str:
     return "none" if offset is None else offset
 
 
-def work_lines(work: dict[str, Any] | None) -> list[str]:
+def work_lines(work: WorkData | None) -> list[str]:
     """What a turn did, in two lines: the files it wrote or edited, the commands it ran (the last three)."""
     if work is None:
         return ["files changed: unknown (the transcript could not be read); commands run: unknown"]
@@ -32,7 +45,7 @@ def work_lines(work: dict[str, Any] | None) -> list[str]:
     return [f"files changed: {files}", f"commands run: {commands}"]
 
 
-def _bounds(view: dict[str, Any], known_only: bool = True) -> dict[str, Any]:
+def _bounds(view: TurnView | Outcome | LastTurn, known_only: bool = True) -> dict[str, Any]:
     """The turn's caps as facts: those that are set, or (`known_only=False`) all three, None for no cap."""
     caps = {"max_budget_usd": view.get("max_budget_usd"), "max_turns": view.get("max_turns"),
             "timeout_minutes": _minutes(view.get("timeout_minutes"))}
@@ -50,7 +63,7 @@ def _result_lines(name: str, text: str, total: int, next_offset: int | None, lab
     return [head, text] + ([read_on(name, next_offset, total)] if next_offset is not None else [])
 
 
-def turn_result(view: dict[str, Any], verb: str, notices: Notices) -> ToolResult:
+def turn_result(view: TurnView, verb: str, notices: Notices) -> ToolResult:
     """A start/continue/interrupt answer: running (with how to follow it) or, if it already ended, its outcome."""
     name = view["name"]
     if "outcome" in view:
@@ -64,7 +77,7 @@ def turn_result(view: dict[str, Any], verb: str, notices: Notices) -> ToolResult
         lines += _result_lines(name, o["result_text"], o["result_chars"], o.get("result_next_offset"), "result")
         lines.append(f"transcript: {view['transcript']}")
         failed = verb != "interrupted" and o["outcome"] in ("error",)
-        return ToolResult(text="\n".join(lines), data=view, is_error=failed)
+        return ToolResult(text="\n".join(lines), data=answers.data(view), is_error=failed)
     caps = {k: "none" if v is None else v for k, v in _bounds(view, known_only=False).items()}
     first = kv(state=view["state"], name=name, session_id=view["session_id"], turn=view["turn"], pid=view["pid"],
                **known(model=view.get("model")), **caps)
@@ -80,10 +93,10 @@ def turn_result(view: dict[str, Any], verb: str, notices: Notices) -> ToolResult
         lines.append(f"{verb} in the background. {ending}; {wait} waits for the end, status(name=\"{name}\") shows "
                      f'its progress, interrupt(name="{name}") stops it.')
     lines.append(f"transcript: {view['transcript']}")
-    return ToolResult(text="\n".join(lines), data=view)
+    return ToolResult(text="\n".join(lines), data=answers.data(view))
 
 
-def _progress_line(p: dict[str, Any]) -> str:
+def _progress_line(p: ProgressData) -> str:
     tools = ", ".join(f"{n} x{c}" for n, c in list(p["tools"].items())[:8]) or "none yet"
     line = f"progress: {p['steps']} step(s), {p['tool_calls']} tool call(s) ({tools}); last event {p['idle_s']:.1f}s ago"
     if p.get("input_tokens") is not None:
@@ -93,9 +106,9 @@ def _progress_line(p: dict[str, Any]) -> str:
     return line
 
 
-def render_session(view: dict[str, Any]) -> str:
+def render_session(view: SessionAnswer) -> str:
     name = view["name"]
-    if view.get("running") and "turn" in view:
+    if "turn" in view:  # a turn this daemon runs (its view is taken only while it runs)
         first = kv(name=name, state=view["state"], running=True, session_id=view["session_id"], turn=view["turn"],
                    pid=view["pid"], elapsed_s=view["elapsed_s"],
                    **known(model=view.get("model")), **_bounds(view))
@@ -108,7 +121,7 @@ def render_session(view: dict[str, Any]) -> str:
         if view.get("stall"):
             lines.append(f"stalled: {view['stall']}; interrupt(name=\"{name}\") stops it")
         return "\n".join(lines)
-    last = view.get("last_turn") or {}
+    last = view.get("last_turn") or cast(LastTurn, {})
     first = kv(name=name, state=view["state"], running=view["running"], session_id=view["session_id"], turns=view["turns"],
                **known(pid=view.get("pid"), model=view.get("model")), last_outcome=last.get("outcome"),
                last_cost_usd=last.get("cost_usd"), total_cost_usd=view["total_cost_usd"], last_duration_s=last.get("duration_s"),
@@ -133,20 +146,20 @@ def render_session(view: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _session_line(s: dict[str, Any]) -> str:
+def _session_line(s: SessionAnswer) -> str:
     """One session in a line: a running turn's progress, or a finished session's last outcome."""
-    if s.get("running") and "turn" in s:
+    if "turn" in s:
         p = s["progress"]
         return kv(name=s["name"], state=s["state"], session_id=s["session_id"], turn=s["turn"], elapsed_s=s["elapsed_s"],
                   steps=p["steps"], tool_calls=p["tool_calls"], idle_s=p["idle_s"], **known(stalled=s.get("stall") and True))
-    last = s.get("last_turn") or {}
-    work = last.get("work") or {}
+    last = s.get("last_turn") or cast(LastTurn, {})
+    work = last.get("work") or cast(WorkData, {})
     return kv(name=s["name"], state=s["state"], session_id=s["session_id"], turns=s["turns"], **known(pid=s.get("pid")),
               last_outcome=last.get("outcome"), total_cost_usd=s["total_cost_usd"], updated_at=s["updated_at"],
               **known(files_changed=work.get("files_changed"), commands_run=work.get("commands_run")))
 
 
-def _wait_facts(wait: dict[str, Any]) -> dict[str, Any]:
+def _wait_facts(wait: WaitFacts) -> dict[str, Any]:
     facts: dict[str, Any] = {"waited_s": wait["waited"]}
     if wait["capped"]:
         facts["wait_capped_s"] = f"{wait['seconds']:g}"
@@ -159,11 +172,11 @@ def _busy_note(call: str) -> str:
     return f"(no inline wait: every wait slot is taken by other calls; {call} tries again)"
 
 
-def render_waited(view: dict[str, Any]) -> str:
+def render_waited(view: SessionAnswer, wait: WaitFacts) -> str:
     """`status(name, wait_seconds=N)`: the session as status shows it, then how the wait went and what next."""
-    name, wait = view["name"], view["wait"]
+    name = view["name"]
     again = f'status(name="{name}", wait_seconds=30)'
-    if view.get("started_by"):
+    if "started_by" in view:
         note = f"run by {view['started_by']}: this daemon cannot wait for it"
     elif wait["skipped"]:
         note = _busy_note(again)
@@ -176,10 +189,10 @@ def render_waited(view: dict[str, Any]) -> str:
     return render_session(view) + "\n" + kv(**_wait_facts(wait)) + " " + note
 
 
-def render_many(data: dict[str, Any]) -> str:
+def render_many(data: WaitedSessions) -> str:
     """`status(names=[...])`: a line per session, which ended during the wait, and the call for the rest."""
     sessions, wait = data["sessions"], data["wait"]
-    running = [s["name"] for s in sessions if s.get("running") and "turn" in s]
+    running = [s["name"] for s in sessions if "turn" in s]
     first = kv(sessions=len(sessions), running=len(running), ended_during_wait=len(wait["ended"]),
                wait="all" if wait["all"] else "first", **_wait_facts(wait))
     lines = [first] + [_session_line(s) for s in sessions]
@@ -196,7 +209,7 @@ def render_many(data: dict[str, Any]) -> str:
     return _within(lines, LIST_TEXT_BYTES)
 
 
-def render_list(data: dict[str, Any]) -> str:
+def render_list(data: SessionList) -> str:
     sessions = data["sessions"]
     lines = [kv(sessions=len(sessions), running=data["running"], more=data["more"])]
     lines += [_session_line(s) for s in sessions]
@@ -218,7 +231,7 @@ def _within(lines: list[str], limit: int) -> str:
     return "\n".join(kept)
 
 
-def render_steps(data: dict[str, Any]) -> str:
+def render_steps(data: Steps) -> str:
     """`status(name, steps=true)`: a page of the last turn's steps, then the call that reads on."""
     name, got = data["name"], data["steps_page"]
     first = kv(name=name, running=data["running"], turn=data["turn"], steps_offset=got["offset"], chars=got["chars"],

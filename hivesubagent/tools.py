@@ -12,6 +12,7 @@ from typing import Any, cast
 from common.names import NAME_RULE
 from common.notices import NO_SOCKET, Notices
 from common.tools import CallContext, Tool, ToolError, ToolRegistry, ToolResult, closed_object
+from hivesubagent import answers
 from hivesubagent.engine import SubagentEngine
 from hivesubagent.texts import render_list, render_many, render_session, render_steps, render_waited, turn_result
 
@@ -266,8 +267,8 @@ def _status(engine: SubagentEngine, args: dict, ctx: CallContext) -> ToolResult:
         return _status_steps(engine, name, args)
     data = engine.status(name, args.get("result_offset"))
     if "sessions" in data:
-        return ToolResult(text=render_list(data), data=data)
-    return ToolResult(text=render_session(data), data=data)
+        return ToolResult(text=render_list(data), data=answers.data(data))
+    return ToolResult(text=render_session(data), data=answers.data(data))
 
 
 def _status_wait(engine: SubagentEngine, names: list[str], args: dict, ctx: CallContext, single: bool) -> ToolResult:
@@ -276,9 +277,9 @@ def _status_wait(engine: SubagentEngine, names: list[str], args: dict, ctx: Call
                         "without names or wait_seconds")
     data = engine.wait_status(names, args.get("wait_seconds"), bool(args.get("all")), ctx.progress, ctx.cancel)
     if single:
-        view = {**data["sessions"][0], "wait": data["wait"]}
-        return ToolResult(text=render_waited(view), data=view)
-    return ToolResult(text=render_many(data), data=data)
+        session, wait = data["sessions"][0], data["wait"]
+        return ToolResult(text=render_waited(session, wait), data={**session, "wait": wait})
+    return ToolResult(text=render_many(data), data=answers.data(data))
 
 
 def _status_steps(engine: SubagentEngine, name: str | None, args: dict) -> ToolResult:
@@ -289,5 +290,5 @@ def _status_steps(engine: SubagentEngine, name: str | None, args: dict) -> ToolR
     if args.get("result_offset") is not None:
         raise ToolError("result_offset: pages the result, steps the steps; ask for one at a time")
     data = engine.steps(name, args.get("steps_offset", 0))
-    return ToolResult(text=render_steps(data), data=data)
+    return ToolResult(text=render_steps(data), data=answers.data(data))
 

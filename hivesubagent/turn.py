@@ -17,6 +17,7 @@ from pathlib import Path
 
 from common.states import StateTable
 from hivesubagent import claude
+from hivesubagent.answers import WorkData
 
 STARTING = "starting"  # the name is reserved; transcripts are being looked up/archived, claude spawned
 RUNNING = "running"
@@ -80,7 +81,7 @@ class Turn:
     reported: bool = False  # its todo is queued (after ended: a continue is never refused once the todo says done)
     timed_out: bool = False  # its time limit passed: the timer sent the SIGINT
     transcript_start: int = 0  # the transcript's size when this turn began: its own lines come after
-    work: dict | None = None  # what the turn did (turn_work.TurnWork.as_dict), read at its end; None: unknown
+    work: WorkData | None = None  # what the turn did (turn_work.TurnWork.as_dict), read at its end; None: unknown
     stall_after_s: float | None = None  # no stream event for this long: stalled (the daemon's --stall-minutes)
     stall_reported: float | None = None  # the event time (progress.last_event_mono) of the silence last reported
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from common.humanize import one_line
+from hivesubagent.answers import WorkData
 from hivesubagent.transcript import is_prompt
 
 # The built-in tools that write a file, and the input field naming it.
@@ -31,7 +32,7 @@ class TurnWork:
     files: list[str] = field(default_factory=list)  # in the order first written, each once
     commands: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> WorkData:
         return {"files_changed": len(self.files), "files": [_tail(f, PATH_CHARS) for f in self.files[:FILES_SHOWN]],
                 "files_more": max(0, len(self.files) - FILES_SHOWN), "commands_run": len(self.commands),
                 "last_commands": [one_line(c, COMMAND_CHARS) for c in self.commands[-COMMANDS_SHOWN:]]}

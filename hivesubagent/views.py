@@ -1,4 +1,5 @@
-"""What the subagent tools and todos say about a turn or a session: plain dicts and text, no I/O, no lock.
+"""What the subagent tools and todos say about a turn or a session: typed dicts (answers.py) and text, no I/O,
+no lock.
 
 The engine calls these under its condition for a running turn (a consistent snapshot) and without it for a
 transcript read from disk.
@@ -7,10 +8,11 @@ transcript read from disk.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import cast
 
 from hivesubagent import claude
 from hivesubagent import turn as T
+from hivesubagent.answers import Bounds, LastTurn, Outcome, OutcomeExtras, ProgressData, SessionView, TurnView, WorkData
 from hivesubagent.result_pages import excerpt, read_on
 from hivesubagent.sessions import LiveSession, Transcript
 from hivesubagent.texts import work_lines
@@ -25,10 +27,10 @@ def iso(wall: float | None) -> str | None:
     return None if wall is None else datetime.fromtimestamp(wall, UTC).isoformat(timespec="seconds")
 
 
-def turn_view(turn: Turn, result_chars: int) -> dict[str, Any]:
+def turn_view(turn: Turn, result_chars: int) -> TurnView:
     """A running or just-ended turn, as `start`, `continue`, `interrupt` and `status` answer it."""
     progress = turn.stream.progress.view()
-    view: dict[str, Any] = {
+    view: TurnView = {
         "name": turn.name,
         "state": turn.state,
         "running": turn.state != T.ENDED,
@@ -53,7 +55,7 @@ def turn_view(turn: Turn, result_chars: int) -> dict[str, Any]:
     return view
 
 
-def stall_text(turn: Turn, progress: dict[str, Any]) -> str | None:
+def stall_text(turn: Turn, progress: ProgressData) -> str | None:
     """"no event from claude for 12 min; last: tool Bash started 12 min ago" once the silence of a running turn
     passes the daemon's --stall-minutes; None before (or with no threshold)."""
     idle = progress["idle_s"]
@@ -66,13 +68,13 @@ def ago(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
-def bounds_data(turn: Turn) -> dict[str, Any]:
+def bounds_data(turn: Turn) -> Bounds:
     """The caps in force for the turn (each the caller's or the daemon's default; None: no cap)."""
     b = turn.bounds
     return {"max_budget_usd": b.budget_usd, "max_turns": b.max_turns, "timeout_minutes": b.timeout_minutes}
 
 
-def outcome_data(turn: Turn, result_chars: int) -> dict[str, Any]:
+def outcome_data(turn: Turn, result_chars: int) -> Outcome:
     o = turn.outcome
     assert o is not None
     total_chars = max(len(o.result_text), turn.stream.result_chars if turn.stream.result else 0)
@@ -90,18 +92,23 @@ def outcome_data(turn: Turn, result_chars: int) -> dict[str, Any]:
         **bounds_data(turn),
         "duration_s": round(turn.elapsed(), 3),
         "work": turn.work,
-        **{k: v for k, v in o.extra.items() if k in OUTCOME_EXTRA_FIELDS},
+        **outcome_extras(o, OUTCOME_EXTRA_FIELDS),
     }
 
 
-def transcript_view(t: Transcript, result_chars: int, other: LiveSession | None, ours: Turn | None,
-                    work: dict | None = None) -> dict[str, Any]:
-    """A session that this daemon is not running, from its transcript. `other`: a claude process this daemon
+def outcome_extras(o: claude.Outcome, fields: tuple[str, ...]) -> OutcomeExtras:
+    """Those of `fields` that claude's result line carried, in the order it gave them."""
+    return cast(OutcomeExtras, {k: v for k, v in o.extra.items() if k in fields})
+
+
+def transcript_view(t: Transcript, name: str, result_chars: int, other: LiveSession | None, ours: Turn | None,
+                    work: WorkData | None = None) -> SessionView:
+    """A session that this daemon is not running, from its transcript (which carries `name`). `other`: a claude process this daemon
     did not start that runs it; `ours`: this engine's ended turn that wrote the transcript's last turn; `work`:
     what the last turn did (turn_work), when the caller read it."""
     last = t.last_turn
-    view: dict[str, Any] = {
-        "name": t.name,
+    view: SessionView = {
+        "name": name,
         "state": "finished",
         "running": False,
         "session_id": t.session_id,
@@ -113,10 +120,11 @@ def transcript_view(t: Transcript, result_chars: int, other: LiveSession | None,
     }
     if other is not None:
         # Not ours, but running: say so as continue does (which refuses it), with its pid.
-        view.update(state="running", running=True, pid=other.pid, started_by="another claude process, not this daemon")
+        view["state"], view["running"] = "running", True
+        view["pid"], view["started_by"] = other.pid, "another claude process, not this daemon"
     if last is not None:
         start = excerpt(last.result_text, result_chars)
-        view["last_turn"] = {
+        last_turn: LastTurn = {
             "outcome": "interrupted" if last.outcome == "no_result" else last.outcome,
             "exited_without_result": last.outcome == "no_result",
             "result_text": start.text,
@@ -127,18 +135,20 @@ def transcript_view(t: Transcript, result_chars: int, other: LiveSession | None,
             "started_at": iso(last.started_at),
             "work": work,
         }
+        view["last_turn"] = last_turn
         if ours is not None and other is None and ours.outcome is not None:
             o = ours.outcome
-            view["last_turn"].update(outcome=o.kind, detail=o.detail, exited_without_result=o.exited_without_result,
-                                     **bounds_data(ours), cost_usd=ours.turn_cost, work=ours.work or work,
-                                     **{k: v for k, v in o.extra.items() if k in ("terminal_reason", "api_error_status")})
+            last_turn.update({"outcome": o.kind, "detail": o.detail, "exited_without_result": o.exited_without_result})
+            last_turn.update(bounds_data(ours))
+            last_turn.update({"cost_usd": ours.turn_cost, "work": ours.work or work})
+            last_turn.update(outcome_extras(o, ("terminal_reason", "api_error_status")))
     return view
 
 
-def turn_todo(turn: Turn, view: dict[str, Any]) -> tuple[str, str]:
+def turn_todo(turn: Turn, view: TurnView) -> tuple[str, str]:
     """The summary and body of a finished turn's one todo (its data is `view`): outcome, the start of the
     result, cost, how to go on."""
-    o = view["outcome"]
+    o = view["outcome"]  # a todo is made for an ended turn, whose view has its outcome
     cost = ", cost unknown" if o["cost_usd"] is None else f", ${o['cost_usd']:.4f}"
     summary = f"subagent {turn.name}: turn {turn.number} {o['outcome']}{cost}"
     facts = (

@@ -19,6 +19,7 @@ from common.call_progress import NO_PROGRESS, Cancellation, paced_wait
 from common.humanize import one_line
 from common.waiting import WaitSlots, WaitWindow
 from hivesubagent import turn as T
+from hivesubagent.answers import WaitFacts
 from hivesubagent.turn import Turn
 from hivesubagent.turns import TurnTable
 
@@ -35,7 +36,7 @@ class WaitOutcome:
     want_all: bool
     ended: tuple[str, ...]  # names whose turn ended during the wait
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> WaitFacts:
         return {"asked": self.window.asked, "seconds": self.window.seconds, "capped": self.window.capped,
                 "waited": round(self.waited, 3), "skipped": self.skipped, "all": self.want_all, "ended": list(self.ended)}
 
@@ -74,6 +75,6 @@ def progress_message(turns: list[Turn], waited: float) -> str:
         if p["latest_tool"]:
             part += f", {p['latest_tool']}"
         if p["input_tokens"] is not None:
-            part += f", {p['input_tokens'] + p['output_tokens']} tokens"
+            part += f", {p['input_tokens'] + (p['output_tokens'] or 0)} tokens"
         parts.append(part)
     return one_line(f"waited {waited:.0f}s · " + " · ".join(parts), PROGRESS_CHARS)
