@@ -7,6 +7,7 @@ transcript read from disk.
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from typing import cast
 
@@ -59,7 +60,10 @@ def stall_text(turn: Turn, progress: ProgressData) -> str | None:
     """"no event from claude for 12 min; last: tool Bash started 12 min ago" once the silence of a running turn
     passes the daemon's --stall-minutes; None before (or with no threshold)."""
     idle = progress["idle_s"]
-    if turn.stall_after_s is None or turn.state == T.ENDED or idle < turn.stall_after_s:
+    # The silence itself, not idle_s (rounded to 0.1 s): a threshold off that grid (--stall-minutes 0.012 is
+    # 0.72 s) saw a rounded-down 0.7 s as no stall when the watch reported one, and its notice read None.
+    silence = time.monotonic() - turn.stream.progress.last_event_mono
+    if turn.stall_after_s is None or turn.state == T.ENDED or silence < turn.stall_after_s:
         return None
     return f"no event from claude for {ago(idle)}; last: {progress['last_event']} {ago(idle)} ago"
 
