@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import NoneType, UnionType
-from typing import Any, Literal, TypeVar, get_args, get_origin
+from typing import Any, ClassVar, Literal, TypeVar, get_args, get_origin
 
 import click
 from click.decorators import FC  # a command's function (or command), as click's decorators take it
@@ -68,11 +68,24 @@ class ServerSettings:
         "(408 if it had begun one): connections that never send a byte cannot fill --connection-limit. A "
         "connection whose request is being answered is never idle, however long the answer takes."
     )
-    max_body_bytes: int = knob(1024 * 1024, "bytes", "Largest request body accepted (413 above it).")
+    max_body_bytes: int = knob(
+        1024 * 1024, "bytes", "Largest request body accepted. A tools/call up to 8 times larger is answered with a "
+        "tool error naming its largest argument (so the model learns to write long scripts to a file); 413 above "
+        "that, or for any other method."
+    )
+    # Bodies over max_body_bytes but within this many times it are still read (waitress spools a body past its
+    # 512 KiB inbuf_overflow to a temporary file, so memory stays bounded): an agent's 2 MB `cmd` then gets a
+    # tool error it can act on, where a plain 413 told it nothing (issue 27). Above it: 413 before the body.
+    OVERSIZED_CALL_FACTOR: ClassVar[int] = 8
     session_ttl: float = knob(3600.0, "seconds", "Idle handshake-era sessions expire after this (Claude Code never sends DELETE).")
     max_sessions: int = knob(1000, "count", "Most handshake-era sessions kept; the least recently used goes first.")
     ready_file: Path | None = knob(None, "path", "Once listening, write {url, pid} as JSON here (tests and scripts wait on it).")
     log_level: Literal["debug", "info", "warning", "error"] = knob("info", "level", "How much the daemon logs.")
+
+    @property
+    def body_ceiling_bytes(self) -> int:
+        """The largest body read at all (waitress's max_request_body_size): OVERSIZED_CALL_FACTOR x max_body_bytes."""
+        return self.max_body_bytes * self.OVERSIZED_CALL_FACTOR
 
     def validate(self) -> None:
         """Refuse settings that cannot work, with a message naming the knob."""

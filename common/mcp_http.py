@@ -96,6 +96,7 @@ class McpRequest(Request):
     up seven of them, and each lookup through werkzeug's header view re-cases the name."""
 
     start_response: StartResponse  # set before routing: a streamed answer starts before the route returns
+    body_bytes = 0  # the size of the body read (a tools/call over max_body_bytes is refused as a tool error)
 
     @cached_property
     def lowered_headers(self) -> dict[str, str]:
@@ -129,7 +130,7 @@ class McpApp:
 
     def __init__(self, registry: ToolRegistry, server_name: str, server_version: str, settings: ServerSettings):
         self.registry = registry
-        self.methods = McpMethods(registry)
+        self.methods = McpMethods(registry, settings.max_body_bytes)
         self.server_info = {"name": server_name, "version": server_version}
         self.settings = settings
         token = read_token_file(settings.token_file) if settings.token_file else None
@@ -144,7 +145,7 @@ class McpApp:
 
     def _answer(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         request = McpRequest(environ)
-        request.max_content_length = self.settings.max_body_bytes
+        request.max_content_length = self.settings.body_ceiling_bytes
         request.start_response = start_response  # a streamed answer starts before the route returns
         try:
             response = self._route(request)
@@ -185,9 +186,11 @@ class McpApp:
         return plain() if call is None else call.answer(reply, plain)
 
     def _read_json(self, request: McpRequest) -> Any:
-        """The decoded body, or RpcError(PARSE_ERROR) / 413 as a RequestEntityTooLarge."""
+        """The decoded body, or RpcError(PARSE_ERROR) / 413 as a RequestEntityTooLarge. A body over
+        max_body_bytes (and within the ceiling) is kept only if it is one tools/call, which is then refused as
+        a tool error naming its largest argument (common/oversized_call.py); anything else that large is 413."""
         length = request.content_length
-        if length is not None and length > self.settings.max_body_bytes:
+        if length is not None and length > self.settings.body_ceiling_bytes:
             raise RequestEntityTooLarge()
         if length is not None and request.environ.get("wsgi.input_terminated"):
             # What get_data would read, without its stream wrappers (their cost is paid on every call): the
@@ -195,11 +198,18 @@ class McpApp:
             data = request.environ["wsgi.input"].read(length)
         else:
             data = request.get_data(cache=False)  # bounded by max_content_length
+        request.body_bytes = len(data)
+        oversized = len(data) > self.settings.max_body_bytes
         try:
-            return json.loads(data)
+            body = json.loads(data)
         except (ValueError, RecursionError):
             # Not only JSONDecodeError: huge integer literals raise ValueError, deep nesting RecursionError.
+            if oversized:
+                raise RequestEntityTooLarge() from None
             raise RpcError(PARSE_ERROR, "Parse error: the body is not valid JSON", http_status=400) from None
+        if oversized and not (isinstance(body, dict) and body.get("method") == "tools/call" and "id" in body):
+            raise RequestEntityTooLarge()
+        return body
 
     def _post_body(self, request: McpRequest) -> Any:
         """The decoded JSON body of a POST, or the Response that refuses it (406, 415, 413, parse error)."""
@@ -244,7 +254,8 @@ class McpApp:
         version = verdict.protocol_version
         call = self._streamed_call(request, body, version)
         try:
-            result = self.methods.dispatch(body["method"], body.get("params"), version, modern=True, call=call)
+            result = self.methods.dispatch(body["method"], body.get("params"), version, modern=True, call=call,
+                                           body_bytes=request.body_bytes)
             result.setdefault("resultType", "complete")
             result = self.methods.serialise(body["method"], version, result)
         except RpcError as err:
@@ -293,7 +304,8 @@ class McpApp:
             return self._batch(body, session)
         call = self._streamed_call(request, body, session.protocol_version) if isinstance(body, dict) else None
         with self.sessions.tracking(session, body.get("id") if call else None, call):
-            reply = self._handshake_message(body, session.protocol_version, session=session, call=call)
+            reply = self._handshake_message(body, session.protocol_version, session=session, call=call,
+                                            body_bytes=request.body_bytes)
         if reply is None:
             return Response(status=202)
         status = 400 if "error" in reply and reply["error"]["code"] in (PARSE_ERROR, INVALID_REQUEST) else 200
@@ -335,7 +347,7 @@ class McpApp:
         return JsonAnswer(replies) if replies else Response(status=202)
 
     def _handshake_message(self, message: Any, version: str, in_batch: bool = False, session: Session | None = None,
-                           call: StreamedCall | None = None) -> dict[str, Any] | None:
+                           call: StreamedCall | None = None, body_bytes: int = 0) -> dict[str, Any] | None:
         """Answer one JSON-RPC message; None for notifications and client responses (202)."""
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             return error_body(None, RpcError(INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message"))
@@ -353,7 +365,8 @@ class McpApp:
             reason = "initialize may not be batched" if in_batch else "the session is already initialized"
             return error_body(request_id, RpcError(INVALID_REQUEST, f"Invalid request: {reason}"))
         try:
-            result = self.methods.dispatch(method, message.get("params"), version, modern=False, call=call)
+            result = self.methods.dispatch(method, message.get("params"), version, modern=False, call=call,
+                                           body_bytes=body_bytes)
             result = self.methods.serialise(method, version, result)
         except RpcError as err:
             return error_body(request_id, err)

@@ -13,6 +13,7 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from common.oversized_call import oversized_arguments
 from common.tools import CallContext, ToolArgumentsError, ToolRegistry, ToolResult, UnknownTool
 
 log = logging.getLogger(__name__)
@@ -47,16 +48,19 @@ def error_body(request_id: Any, err: RpcError) -> dict[str, Any]:
 class McpMethods:
     """The methods over one tool registry."""
 
-    def __init__(self, registry: ToolRegistry):
+    def __init__(self, registry: ToolRegistry, max_body_bytes: int | None = None):
         self.registry = registry
+        self.max_body_bytes = max_body_bytes  # a tools/call over it is refused as a tool error (oversized_call)
 
     def instructions(self) -> dict[str, str]:
         """The server-wide guidance for `initialize` and `server/discover` results (none: the key is left out)."""
         text = self.registry.instructions
         return {"instructions": text} if text else {}
 
-    def dispatch(self, method: str, params: Any, version: str, modern: bool, call: Any = None) -> dict[str, Any]:
-        """One method's result; `call` (common/event_stream.StreamedCall) links a tools/call to its client."""
+    def dispatch(self, method: str, params: Any, version: str, modern: bool, call: Any = None,
+                 body_bytes: int = 0) -> dict[str, Any]:
+        """One method's result; `call` (common/event_stream.StreamedCall) links a tools/call to its client;
+        `body_bytes` is the request body's size (a tools/call over max_body_bytes is refused, not run)."""
         if params is not None and not isinstance(params, dict):
             raise RpcError(INVALID_PARAMS, "Invalid params: params must be an object")
         params = params or {}
@@ -66,7 +70,7 @@ class McpMethods:
                 result.update(ttlMs=TOOL_LIST_TTL_MS, cacheScope="public")
             return result
         if method == "tools/call":
-            return self._call_tool(params, version, call)
+            return self._call_tool(params, version, call, body_bytes)
         if method == "ping" and not modern:
             return {}
         if method == "server/discover" and modern:
@@ -79,7 +83,7 @@ class McpMethods:
             }
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", data=method)
 
-    def _call_tool(self, params: dict[str, Any], version: str, call: Any) -> dict[str, Any]:
+    def _call_tool(self, params: dict[str, Any], version: str, call: Any, body_bytes: int = 0) -> dict[str, Any]:
         name = params.get("name")
         if not isinstance(name, str):
             raise RpcError(INVALID_PARAMS, "Invalid params: name must be a string (the tool to call)")
@@ -89,6 +93,8 @@ class McpMethods:
         ctx = CallContext(structured=meta.get(STRUCTURED_META_KEY) is True, protocol_version=version,
                           operator=meta.get(OPERATOR_META_KEY) is True, **_linked(call))
         try:
+            if self.max_body_bytes is not None and body_bytes > self.max_body_bytes:
+                raise oversized_arguments(self.registry.get(name), params.get("arguments"), body_bytes, self.max_body_bytes)
             result = self.registry.call(name, params.get("arguments"), ctx)
         except UnknownTool:
             raise RpcError(INVALID_PARAMS, f"Unknown tool: {name} (this server has: {', '.join(t['name'] for t in self.registry.listing())})") from None

@@ -160,7 +160,7 @@ def _create_waitress(app: WSGIApplication, settings: ServerSettings) -> Server:
         threads=settings.threads,
         connection_limit=settings.connection_limit,
         channel_timeout=settings.channel_timeout,
-        max_request_body_size=settings.max_body_bytes,  # waitress answers 413 before buffering more
+        max_request_body_size=settings.body_ceiling_bytes,  # waitress answers 413 before buffering more (mcp_http: the rest)
         ident="hive",
         clear_untrusted_proxy_headers=True,
         # Read ahead one request so waitress notices a hang-up during a long inline wait and offers

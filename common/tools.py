@@ -94,6 +94,9 @@ class Tool:
     # An argument name a caller may mean, mapped to what to say (`{"prompt": "the first turn's prompt is
     # trigger"}`): shown when that unknown name is refused, where spelling alone would point elsewhere.
     argument_hints: Mapping[str, str] | None = None
+    # Arguments the handler limits in bytes of UTF-8 (the schema's maxLength counts characters): named with that
+    # limit when a call's body is over the request limit (common/oversized_call.py).
+    byte_limits: Mapping[str, int] | None = None
 
     def listing(self) -> dict[str, Any]:
         """The tool as `tools/list` shows it. No outputSchema: the Python SDK would then *require*
@@ -239,6 +242,13 @@ class ToolRegistry:
 
     def __contains__(self, name: str) -> bool:
         return name in self._tools
+
+    def get(self, name: str) -> Tool:
+        """The tool of that name; UnknownTool if none."""
+        tool = self._tools.get(name)
+        if tool is None:
+            raise UnknownTool(name)
+        return tool
 
     def call(self, name: str, arguments: Any, ctx: CallContext | None = None) -> ToolResult:
         """Validate and run one call. Raises UnknownTool / ToolArgumentsError (protocol errors);

@@ -203,3 +203,23 @@ def test_a_plain_tool_result_is_what_the_sdk_would_send(version, result):
 ]] + [("2026-07-28", {"content": [], "isError": False}), ("2025-11-25", {"content": [], "isError": False, "resultType": "complete"})])
 def test_any_other_result_goes_through_the_sdk(version, result):
     assert not is_plain_tool_result(result, version)
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2026-07-28"])
+def test_a_call_over_the_body_limit_is_refused_unrun_naming_its_largest_argument(registry, version):
+    """No byte_limits: the schema's maxLength (characters) is the argument's own limit; the SDK's own types
+    accept the answer in both eras."""
+    methods = McpMethods(registry, max_body_bytes=1000)
+    params = {"name": "run", "arguments": {"cmd": "y" * 1500, "opts": {"depth": 1}}}
+    result = methods.dispatch("tools/call", params, version, modern=version == "2026-07-28", body_bytes=1600)
+    if version == "2026-07-28":
+        result["resultType"] = "complete"
+    assert sdk_methods.serialize_server_result("tools/call", version, dict(result)) == result
+    text = result["content"][0]["text"]
+    assert result["isError"] is True and text.startswith("invalid arguments for run: cmd: is 1,500 bytes"), text
+    assert "1,600 bytes, over the 1,000-byte" in text and "at most 10 characters" in text and "Nothing was run" in text
+    params = {"name": "refuse", "arguments": [1] * 10}
+    text = methods.dispatch("tools/call", params, version, modern=False, body_bytes=1600)["content"][0]["text"]
+    assert text.startswith("invalid arguments for refuse: arguments: the request is 1,600 bytes"), text
+    ok = methods.dispatch("tools/call", {"name": "run", "arguments": {"cmd": "hi"}}, version, modern=False, body_bytes=1000)
+    assert ok["isError"] is False, "at the limit itself the call runs"
