@@ -212,13 +212,14 @@ def test_accept_without_json_is_406(echo_daemon):
 
 
 def test_oversized_body_is_413(echo_daemon):
-    """Refused on the declared length, before the body is read (a raw socket: a client still sending a body
-    the server has refused may see the reset first, which is HTTP's reality, not what we test)."""
+    """Over the ceiling (8 x the 1 MiB limit; tests/bash/test_oversized_call.py has what lies between): refused
+    on the declared length, before the body is read (a raw socket: a client still sending a body the server
+    has refused may see the reset first, which is HTTP's reality, not what we test)."""
     import socket
     parts = urlsplit(echo_daemon.url)
     with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
         sock.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                     f"Content-Length: {1024 * 1024 + 10}\r\n\r\n{{".encode())
+                     f"Content-Length: {8 * 1024 * 1024 + 10}\r\n\r\n{{".encode())
         reply = b""
         while b"\r\n\r\n" not in reply:
             chunk = sock.recv(4096)
