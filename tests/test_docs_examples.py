@@ -5,9 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_docs_examples_match_what_the_code_prints():
     done = subprocess.run([sys.executable, str(REPO / "scripts" / "docs_examples.py"), "--check"],
                           capture_output=True, text=True, timeout=120)

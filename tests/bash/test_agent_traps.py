@@ -150,6 +150,7 @@ def test_new_only_of_a_long_output_says_which_lines_are_left_and_how_to_see_them
 
 # ----- deliverable 6: several tasks -----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_status_of_several_waits_for_all_and_an_ended_one_ends_no_wait(agent):
     agent.call("run", cmd="exit 3", name="early", wait_seconds=20)
     agent.call("run", cmd="sleep 0.5; echo half", name="half", wait_seconds=0)
@@ -185,6 +186,7 @@ def test_an_ignored_sigint_is_said_by_kill_status_and_list(agent):
 
 # ----- deliverable 8: list is bounded and paged -------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_list_of_a_thousand_tasks_stays_under_8_kib_and_pages(tmp_path):
     from kit.hivebash_testkit import settings, wait_idle
 
@@ -217,6 +219,7 @@ def test_an_unknown_argument_names_the_nearest_known_one(agent):
     assert "unknown argument(s) not allowed: 'timeout' (did you mean 'timeout_secs'?)" in refused, refused
 
 
+@pytest.mark.slow
 def test_a_queue_place_and_a_busy_wait_each_say_what_to_do(tmp_path):
     from kit.hivebash_testkit import settings
 

@@ -28,6 +28,7 @@ def hb(daemon, *args):
     return result.exit_code, result.output
 
 
+@pytest.mark.slow
 def test_run_wait_exits_with_the_tasks_code_and_json_is_exact(bash_daemon, tmp_path):
     d = bash_daemon()
     code, out = hb(d, "run", "--wait", "20", "--name", "seven", "echo", "hi;", "exit", "7")
@@ -41,6 +42,7 @@ def test_run_wait_exits_with_the_tasks_code_and_json_is_exact(bash_daemon, tmp_p
     assert code == 124 and "status=timed_out" in out
 
 
+@pytest.mark.slow
 def test_background_run_tail_follow_list_and_kill(bash_daemon):
     d = bash_daemon()
     code, out = hb(d, "run", "--name", "ticks", "for i in 1 2 3; do echo tick $i; echo e$i >&2; sleep 0.2; done; exit 3")
@@ -60,6 +62,7 @@ def test_background_run_tail_follow_list_and_kill(bash_daemon):
     assert "status=killed" in out and "signal=SIGKILL" in out
 
 
+@pytest.mark.slow
 def test_refusals_and_unreachable_daemon_have_their_own_exit_codes(bash_daemon):
     d = bash_daemon()
     code, out = hb(d, "status", "nope")
@@ -70,6 +73,7 @@ def test_refusals_and_unreachable_daemon_have_their_own_exit_codes(bash_daemon):
     assert result.exit_code == 3 and "cannot reach" in result.output
 
 
+@pytest.mark.slow
 def test_sigterm_stops_tasks_records_them_interrupted_and_restart_after_kill_9(bash_daemon, tmp_path):
     d = bash_daemon()
     hb(d, "run", "--name", "tree", "echo out; sleep 300 & setsid sleep 301 & wait")
@@ -93,6 +97,7 @@ def test_sigterm_stops_tasks_records_them_interrupted_and_restart_after_kill_9(b
     assert "status=interrupted" in out and "\nout\n" in out
 
 
+@pytest.mark.slow
 def test_leftover_of_a_finished_task_is_reaped_when_it_dies(bash_daemon):
     import psutil
 
@@ -113,6 +118,7 @@ def test_leftover_of_a_finished_task_is_reaped_when_it_dies(bash_daemon):
     assert wait_until(lambda: not psutil.pid_exists(pid), timeout=10)  # the zombie was reaped, not left behind
 
 
+@pytest.mark.slow
 def test_official_python_client_sees_five_tools_and_text_results(bash_daemon):
     """What the model gets through a real MCP client: text first lines, no structuredContent by default."""
     import anyio
@@ -134,6 +140,7 @@ def test_official_python_client_sees_five_tools_and_text_results(bash_daemon):
     assert listed.content[0].text.startswith("tasks=1 shown=1")
 
 
+@pytest.mark.slow
 def test_operator_views_and_wait_never_clear_the_agents_todo(bash_daemon, sink):
     d = bash_daemon("--agent-socket", str(sink))
     hb(d, "run", "--name", "logs", "seq 1 3000; echo 'E: failed at 1500' >&2")

@@ -46,6 +46,7 @@ def test_send_types_into_a_repl_and_exits_with_its_code(daemon, sink):
     assert "status=done" in {t["key"]: t for t in sink_todos(sink)}["py"]["summary"]  # the operator cleared nothing
 
 
+@pytest.mark.slow
 def test_send_no_enter_and_eof_on_a_pipe_and_attach_refuses_a_task_without_input(daemon):
     hb(daemon, "run", "--stdin", "pipe", "--name", "cat", "cat")
     hb(daemon, "send", "cat", "abc", "--no-enter", "--wait", "0")
@@ -59,6 +60,7 @@ def test_send_no_enter_and_eof_on_a_pipe_and_attach_refuses_a_task_without_input
     hb(daemon, "kill", "--force", "plain")
 
 
+@pytest.mark.slow
 def test_attach_with_piped_input_sends_it_and_follows_to_the_end(daemon):
     hb(daemon, "run", "--stdin", "pipe", "--name", "sum", "python3 -c 'import sys; print(sum(map(int, sys.stdin)))'")
     proc = subprocess.run([str(BIN / "hive-bash"), "--url", daemon.url, "attach", "sum"], input="1\n2\n39\n",
@@ -67,6 +69,7 @@ def test_attach_with_piped_input_sends_it_and_follows_to_the_end(daemon):
     assert "[task sum ended: status=done exit_code=0]" in proc.stderr
 
 
+@pytest.mark.slow
 def test_attach_on_a_terminal_shows_output_live_sends_keys_and_detaches(daemon):
     """The operator's side on a real pty: raw mode (keys as pressed), the task's echo and answers live, ctrl-]
     detaches and leaves the task running."""
@@ -110,6 +113,7 @@ def test_help_teaches_send_and_attach():
     assert result.exit_code == 0 and "ctrl-]" in result.output
 
 
+@pytest.mark.slow
 def test_a_daemon_that_leads_its_session_never_takes_a_tasks_terminal(daemon_factory, tmp_path):
     """systemd starts a service as a session leader with no terminal: opening a tty task's pseudo-terminal must
     not make it the daemon's (the daemon opens both ends O_NOCTTY), or the task could not take it."""

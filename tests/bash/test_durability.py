@@ -221,6 +221,7 @@ def test_unknown_mode_is_refused_naming_the_knob(tmp_path):
         Flusher(tmp_path, "sometimes")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option,value", [("--fsync", "sometimes"), ("--fsync-window", "11")])
 def test_bad_fsync_knobs_stop_the_daemon_naming_the_flag(tmp_path, option, value):
     done = subprocess.run([str(VENV_BIN / "hive-bash-daemon"), option, value, "--port", "0", "--state-dir", str(tmp_path / "state")],

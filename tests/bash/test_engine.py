@@ -124,6 +124,7 @@ def test_kill_stops_a_tree_with_background_children_and_a_setsid_grandchild(engi
     assert wait_until(lambda: marked_processes(marker) == [], timeout=5)
 
 
+@pytest.mark.slow
 def test_force_kill_and_signal_death_is_named(engine):
     out = engine.run("kill -SEGV $$", wait_seconds=10).view
     assert (out.task.state, out.task.result.exit_code, out.task.result.signal) == ("done", 139, "SIGSEGV")
@@ -138,6 +139,7 @@ def test_force_kill_and_signal_death_is_named(engine):
     assert (st.task.state, st.task.result.signal) == ("killed", "SIGKILL")
 
 
+@pytest.mark.slow
 def test_capped_polls_keep_a_task_running_until_its_deadline(engine, monkeypatch):
     """The worker's poll is capped (runner.MAX_POLL_MS, an hour, since poll() takes an int of ms); with the cap
     made ~50 ms, a task with a 2 s timeout goes through dozens of capped polls that end with nothing to do:
@@ -151,6 +153,7 @@ def test_capped_polls_keep_a_task_running_until_its_deadline(engine, monkeypatch
     assert 2.0 <= ended.task.result.duration < 5, "ended at its deadline, not at a capped poll nor much later"
 
 
+@pytest.mark.slow
 def test_timeout_terms_then_kills_after_grace(make_engine):
     engine = make_engine(kill_grace=0.5)
     view = engine.run("trap '' TERM; echo x; sleep 30", timeout_secs=0.5, wait_seconds=20).view
@@ -172,6 +175,7 @@ def test_leftovers_of_a_finished_task_are_reported_and_kill_stops_them(engine):
     assert wait_until(lambda: engine.status(view.task.id).view.leftovers == [])
 
 
+@pytest.mark.slow
 def test_huge_and_binary_output_tails(engine):
     cmd = 'truncate -s 5G "$(readlink /proc/$$/fd/1)"; printf "\\xc3\\xa9end\\n"; printf "\\xff\\x00bin" >&2'
     view = engine.run(cmd, wait_seconds=10).view
@@ -320,6 +324,7 @@ def test_a_peak_below_an_earlier_reading_of_the_daemons_needs_no_getrusage(monke
     assert len(calls) == 1
 
 
+@pytest.mark.slow
 def test_force_kill_during_the_grace_escalates_at_once(make_engine):
     engine = make_engine(kill_grace=20)
     tid = engine.run("bash -c \"trap '' TERM INT; echo trapped; sleep 300\" & wait", wait_seconds=0).view.task.id

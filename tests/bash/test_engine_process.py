@@ -7,11 +7,13 @@ import os
 import signal
 
 import psutil
+import pytest
 from kit.hivebash_testkit import TodoRecorder, marked_processes, settings, wait_until
 
 from hivebash.engine import Engine
 
 
+@pytest.mark.slow
 def test_escapees_are_reparented_to_the_engine_and_killed(engine_process):
     ep = engine_process()
     view = ep.call({"op": "run", "cmd": "setsid sleep 303 & sleep 304 & echo up; wait", "wait_seconds": 0})
@@ -35,6 +37,7 @@ def test_escapees_are_reparented_to_the_engine_and_killed(engine_process):
     assert wait_until(lambda: not psutil.pid_exists(leftover.pid) or leftover.status() != psutil.STATUS_ZOMBIE)
 
 
+@pytest.mark.slow
 def test_restart_after_kill_9_marks_tasks_interrupted_and_keeps_output(engine_process, tmp_path):
     ep = engine_process(max_running=1)
     running = ep.call({"op": "run", "name": "long", "cmd": "echo before; echo e >&2; sleep 300 & setsid sleep 301 & wait",

@@ -113,6 +113,7 @@ def test_a_colour_listing_keeps_its_colour_in_the_file_only(tools, tmp_path):
     assert os.path.getsize(res.data["stderr"]["path"]) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["pipe", "tty"])
 def test_a_task_that_never_reads_is_never_waited_on(tools, kind):
     call(tools, "run", cmd="sleep 300", stdin=kind, name="deaf", wait_seconds=0)
@@ -211,6 +212,7 @@ def test_an_operators_send_takes_no_todo_and_moves_no_cursor(tools, todos):
     assert "finished" in ended["body"] and ("clear", "op") not in todos.for_key("op"), todos.for_key("op")
 
 
+@pytest.mark.slow
 def test_a_restart_ends_an_interactive_task_interrupted(engine_process):
     ep = engine_process()
     view = ep.call({"op": "run", "cmd": "python3 -i", "stdin": "tty", "wait_seconds": 0})

@@ -48,6 +48,7 @@ KILLS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ignores,forces,signals,state,died_of", [k[1:] for k in KILLS], ids=[k[0] for k in KILLS])
 def test_kill_a_running_task(make_engine, ops, ignores, forces, signals, state, died_of):
     engine = make_engine(ops=ops)
@@ -73,6 +74,7 @@ def test_kill_a_pending_task_cancels_it_without_a_process(make_engine, ops):
     assert [c[2] for c in ops.ops("spawn")] == ["work"] and group_signals(ops, first) == []
 
 
+@pytest.mark.slow
 def test_kill_while_starting_signals_the_group_once_it_exists(make_engine, ops):
     engine = make_engine(ops=ops)
     ops.spawn_gate.clear()  # the thread that starts the task is inside spawn
@@ -88,6 +90,7 @@ def test_kill_while_starting_signals_the_group_once_it_exists(make_engine, ops):
     assert group_signals(ops, pid) == [INT] and task.state == "killed"
 
 
+@pytest.mark.slow
 def test_force_kill_in_the_grace_escalates_the_sweep_at_once(make_engine, ops):
     engine = make_engine(ops=ops, kill_grace=30)
     ops.hold_stop = True

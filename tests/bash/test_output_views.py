@@ -224,6 +224,7 @@ def test_line_numbers_stay_exact_with_the_line_index(tmp_path, monkeypatch):
 # ----- the tail (output_views.tail_view), on the files a task can leave --------------------------------------
 
 
+@pytest.mark.slow
 def test_tail_of_a_huge_sparse_file_reads_only_the_end(tmp_path):
     path = tmp_path / "big.out"
     with open(path, "wb") as f:

@@ -34,6 +34,7 @@ async def _call(url, mode, tool, arguments, progress=True):
     return seen, result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
 def test_a_waiting_run_streams_the_tasks_lines(bash_daemon, mode):
     d = bash_daemon()
@@ -50,6 +51,7 @@ def test_a_waiting_run_streams_the_tasks_lines(bash_daemon, mode):
     assert all(b - a >= 0.9 for a, b in zip(times, times[1:], strict=False)), f"more than one notification a second: {times}"
 
 
+@pytest.mark.slow
 def test_status_with_wait_for_says_what_it_waits_for(bash_daemon):
     d = bash_daemon()
     _, started = anyio.run(_call, d.url, "2026-07-28", "run", {"cmd": TICKING, "name": "ticks", "wait_seconds": 0})
@@ -60,6 +62,7 @@ def test_status_with_wait_for_says_what_it_waits_for(bash_daemon):
     assert re.search(r"\d+ lines? · last", seen[-1][3]), seen[-1][3]
 
 
+@pytest.mark.slow
 def test_a_call_without_progress_gets_no_stream(bash_daemon):
     d = bash_daemon()
     seen, result = anyio.run(_call, d.url, "2026-07-28", "run", {"cmd": "echo hi; sleep 1.5", "wait_seconds": 3},
@@ -67,6 +70,7 @@ def test_a_call_without_progress_gets_no_stream(bash_daemon):
     assert seen == [] and "hi" in result.content[0].text and "done" in result.content[0].text
 
 
+@pytest.mark.slow
 def test_a_quick_task_with_a_token_is_answered_without_progress(bash_daemon):
     """Nothing is told in a wait's first second: a task that ends sooner gets its answer alone."""
     d = bash_daemon()
@@ -99,6 +103,7 @@ async def _cancel_then_wait_again(url: str, mode: str):
     return again, answered - cancelled, listing
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
 def test_a_cancelled_wait_frees_its_slot_and_the_task_runs_on(bash_daemon, sink, mode):
     d = bash_daemon("--max-inline-waits", "1", "--agent-socket", str(sink))
@@ -112,6 +117,7 @@ def test_a_cancelled_wait_frees_its_slot_and_the_task_runs_on(bash_daemon, sink,
     assert "running" in todos[0]["summary"], todos
 
 
+@pytest.mark.slow
 def test_a_line_after_a_quiet_second_is_told_at_once(bash_daemon):
     """The first line comes 1.5 s into the wait: it is told then, not at the next heartbeat (2 s)."""
     d = bash_daemon()
@@ -135,6 +141,7 @@ def test_the_message_of_a_wait_on_several_tasks(engine):
     engine.kill("b", force=True)
 
 
+@pytest.mark.slow
 def test_a_waiting_send_streams_what_the_task_prints(bash_daemon):
     """send waits like status: a client that asked for progress sees the task's lines meanwhile."""
     d = bash_daemon()
@@ -146,6 +153,7 @@ def test_a_waiting_send_streams_what_the_task_prints(bash_daemon):
     anyio.run(_call, d.url, "2026-07-28", "kill", {"id": "fed", "force": True}, False)
 
 
+@pytest.mark.slow
 def test_a_reader_that_never_reads_costs_the_slot_for_the_window_only(bash_daemon):
     """A client that sends a streamed call and then reads nothing: the wait still ends with its window (2 s)
     and gives its slot back, though none of the stream was read (the events wait in the socket's buffers)."""

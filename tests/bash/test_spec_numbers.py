@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from kit.hivebash_testkit import settings
 
 from common.mcp_client import call_tool
@@ -29,6 +30,7 @@ def test_an_engine_with_its_defaults_caps_a_wait_of_31_at_30(tmp_path, todos):
     assert (outcome.window.asked, outcome.window.seconds, outcome.window.capped) == (31, SPEC_CAP, True)
 
 
+@pytest.mark.slow
 def test_the_daemon_caps_at_30_and_waits_3_seconds_by_default(daemon_factory, tmp_path):
     url = daemon_factory([DAEMON, "--state-dir", str(tmp_path / "state")]).url
 

@@ -2,6 +2,8 @@
 
 import threading
 
+import pytest
+
 from common.call_progress import HEARTBEAT, LINE_POLL, MIN_GAP, Cancellation, Pacer, paced_wait
 
 
@@ -31,6 +33,7 @@ class _Reports:
         self.sent.append((progress, total, message))
 
 
+@pytest.mark.slow
 def test_paced_wait_reports_until_done_and_a_cancel_ends_it():
     cond, done, reports, cancel = threading.Condition(), [], _Reports(), Cancellation()
     now = [0.0]

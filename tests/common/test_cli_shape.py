@@ -45,6 +45,7 @@ def test_run_help_says_options_come_before_the_command():
     assert "Options come before CMD" in shown.output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("daemon", ["hive-bash-daemon", "hive-subagent-daemon"])
 @pytest.mark.parametrize("flag, value, message", [
     ("--log-level", "loud", "'loud' is not one of 'debug', 'info', 'warning', 'error'"),

@@ -228,6 +228,7 @@ def test_a_client_that_hangs_up_mid_stream_ends_the_wait(echo_daemon):
     assert ended["cancelled"] and ended["held_s"] < 5, ended
 
 
+@pytest.mark.slow
 def test_a_cancel_from_another_session_does_not_touch_the_call(echo_daemon):
     """notifications/cancelled names a request id of its own session: another client cannot end this wait."""
     mine, theirs = initialize(echo_daemon.url)[0], initialize(echo_daemon.url)[0]

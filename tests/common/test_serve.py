@@ -11,6 +11,7 @@ from daemon_harness import ECHO_SERVER, start_daemon
 from common.mcp_client import McpClientError, call_tool
 
 
+@pytest.mark.slow
 def test_sigterm_and_sigint_stop_cleanly_with_exit_0(tmp_path):
     for sig in (signal.SIGTERM, signal.SIGINT):
         d = start_daemon([sys.executable, str(ECHO_SERVER)], tmp_path / sig.name)
@@ -18,6 +19,7 @@ def test_sigterm_and_sigint_stop_cleanly_with_exit_0(tmp_path):
         assert d.stop(sig) == 0, d.log()
 
 
+@pytest.mark.slow
 def test_sd_notify_ready_and_stopping(tmp_path):
     path = str(tmp_path / "notify.sock")
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
@@ -29,6 +31,7 @@ def test_sd_notify_ready_and_stopping(tmp_path):
         assert sock.recv(100) == b"STOPPING=1"
 
 
+@pytest.mark.slow
 def test_refuses_non_loopback_without_token(tmp_path):
     import subprocess
     proc = subprocess.run([sys.executable, str(ECHO_SERVER), "--host", "0.0.0.0", "--port", "0"],
@@ -37,6 +40,7 @@ def test_refuses_non_loopback_without_token(tmp_path):
     assert "token-file" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_bearer_token(tmp_path):
     token_file = tmp_path / "token"
     token_file.write_text("s3cret-token\n")
@@ -52,6 +56,7 @@ def test_bearer_token(tmp_path):
         d.stop()
 
 
+@pytest.mark.slow
 def test_token_file_readable_by_others_is_refused(tmp_path):
     import subprocess
     token_file = tmp_path / "token"

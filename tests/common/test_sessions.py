@@ -126,6 +126,7 @@ def test_settings_refuse_a_session_table_no_client_could_use(knobs, flag):
     assert info.value.param_hint == flag
 
 
+@pytest.mark.slow
 def test_daemon_refuses_max_sessions_zero_at_start(tmp_path):
     """--max-sessions 0 would evict each session as it was created, so every handshake-era client (the
     TypeScript SDK) would get 404 right after initialize: it is refused at start."""

@@ -88,6 +88,7 @@ def stop_like_systemd(daemon, sock, timeout_stop: float) -> None:
     assert code == 0, daemon.log()[-3000:]
 
 
+@pytest.mark.slow
 def test_bash_daemon_under_its_unit(services, notify, tmp_path, daemon_factory):
     sock, notify_path = notify
     service = services["hive-bash"]
@@ -110,6 +111,7 @@ def test_bash_daemon_under_its_unit(services, notify, tmp_path, daemon_factory):
     assert not [p for p in sleepers if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
+@pytest.mark.slow
 def test_subagent_daemon_under_its_unit(services, notify, tmp_path, daemon_factory):
     sock, notify_path = notify
     service = services["hive-subagent"]

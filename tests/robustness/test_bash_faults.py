@@ -11,6 +11,7 @@ import socket
 import subprocess
 
 import psutil
+import pytest
 from daemon_harness import wait_until
 from kit.daemons_kit import BASH_DAEMON, task_processes
 from kit.gate import Gate
@@ -23,6 +24,7 @@ def _marker(daemon, task_id: str) -> str:
     return json.loads((daemon.state_dir / "bash-tasks" / f"{task_id}.json").read_text())["marker"]
 
 
+@pytest.mark.slow
 def test_kill_9_with_running_and_pending_tasks_then_restart(bash_factory, sink_factory):
     """kill -9 with 20 running and 20 pending: after a restart all 40 are `interrupted`, the running ones'
     output is intact, their processes are gone, and each task's interrupted todo reaches the harness once."""
@@ -75,6 +77,7 @@ def test_kill_9_with_running_and_pending_tasks_then_restart(bash_factory, sink_f
     assert daemon.call("run", cmd="echo fine", wait_seconds=20)["status"] == "done"
 
 
+@pytest.mark.slow
 def test_kill_9_right_after_the_answers_with_batched_flushes(bash_factory):
     """With records flushed to disk in the background (the default), a kill -9 the moment the answers are in
     loses nothing: after a restart every task is known with the result it was answered with, and its output."""
@@ -94,6 +97,7 @@ def test_kill_9_right_after_the_answers_with_batched_flushes(bash_factory):
         assert status["stdout"]["tail"] == answer["stdout"]["tail"] == f"out-{int(task_id[1:])}\n"
 
 
+@pytest.mark.slow
 def test_harness_socket_gone_and_back_mid_run(bash_factory, sink_factory):
     """The sink dies while tasks run: tool calls keep working, completions wait in the outbox, and when a
     sink listens on the socket again they reach it (each once), newest state per task."""
@@ -129,6 +133,7 @@ def test_harness_socket_gone_and_back_mid_run(bash_factory, sink_factory):
     wait_until(lambda: not read_journal(journal), 30, "the outbox to drain")
 
 
+@pytest.mark.slow
 def test_output_flood_does_not_disturb_other_tasks(bash_factory):
     """One task writes as fast as it can; meanwhile other tasks run and finish with their exact output, and
     status of the flooding task returns only its tail (bounded by --tail-bytes) with the true size."""
@@ -148,6 +153,7 @@ def test_output_flood_does_not_disturb_other_tasks(bash_factory):
     (daemon.state_dir / "bash-tasks" / "flood.out").unlink()  # 400 MB at most: free the disk now
 
 
+@pytest.mark.slow
 def test_client_disconnecting_during_inline_wait(bash_factory, sink_factory):
     """The client sends run with a long inline wait and hangs up. The task runs on, and since nobody received
     its result, its completion must come as a todo."""
@@ -170,6 +176,7 @@ def test_client_disconnecting_during_inline_wait(bash_factory, sink_factory):
     assert (daemon.state_dir / "bash-tasks" / "hangup.out").read_text() == "finished\n"
 
 
+@pytest.mark.slow
 def test_force_kill_ends_a_task_that_ignores_sigint_and_sigterm(bash_factory):
     """A child that traps INT and TERM (and a grandchild that leaves the group with setsid): kill() asks,
     kill(force=true) ends everything, and no process of the task survives."""
@@ -189,6 +196,7 @@ def test_force_kill_ends_a_task_that_ignores_sigint_and_sigterm(bash_factory):
     wait_until(lambda: not task_processes({marker}), 20, "every process of the task to be gone")
 
 
+@pytest.mark.slow
 def test_unwritable_state_directory_is_a_clear_error(tmp_path):
     """A state directory that cannot be created (its parent is a regular file: even root cannot) stops the
     daemon at start with one clear line naming the path, not a traceback."""
@@ -201,6 +209,7 @@ def test_unwritable_state_directory_is_a_clear_error(tmp_path):
     assert str(blocker / "state") in proc.stderr or "state" in proc.stderr.lower(), proc.stderr
 
 
+@pytest.mark.slow
 def test_state_directory_lost_while_serving(bash_factory, tmp_path):
     """The state directory becomes unusable under a running daemon (replaced by a file): run is refused with
     a clear error naming the problem, other tools keep answering, and the daemon does not crash."""

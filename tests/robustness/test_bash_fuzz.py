@@ -18,9 +18,10 @@ from daemon_harness import wait_until
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from kit.daemons_kit import BashDaemon, task_processes
+from kit.fuzz_budget import examples
 from kit.robust_kit import assert_well_formed_answer, call_tool_raw, result_text
 
-FUZZ = settings(max_examples=120, deadline=None, database=None,
+FUZZ = settings(max_examples=examples(120), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 FIELD = re.compile(r"\b(cmd|timeout_secs|wait_seconds|name|cwd|id|force|state|limit|arguments|stdin|text|keys|enter|eof|wait_for)\b")
 NAME_OK = re.compile(r"[a-z0-9-]{1,63}\.(out|err|json)|\.[a-z0-9-]{1,63}(\.next)?\.json\.tmp")

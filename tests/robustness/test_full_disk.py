@@ -9,6 +9,7 @@ nothing torn behind, and every other task is found again.
 import json
 import shutil
 
+import pytest
 from daemon_harness import start_daemon, wait_until
 from kit.daemons_kit import BIN
 from kit.robust_kit import call_tool_raw, result_text, tool_result
@@ -20,6 +21,7 @@ def _state(small_disk):
     return small_disk.root / "state"
 
 
+@pytest.mark.slow
 def test_a_record_bigger_than_the_free_space_is_refused_whole(bash_factory, small_disk):
     """Hole 1: a 12,288-byte prefix of a long record was renamed into place; the task was lost at the restart."""
     daemon = bash_factory(socket=False, state_dir=_state(small_disk))
@@ -40,6 +42,7 @@ def test_a_record_bigger_than_the_free_space_is_refused_whole(bash_factory, smal
     assert daemon.call("run", cmd="echo after", wait_seconds=20)["status"] == "done"
 
 
+@pytest.mark.slow
 def test_an_end_answered_on_a_full_disk_survives_a_kill_9(bash_factory, small_disk):
     """Hole 2: the task's own output fills the disk; its end is recorded in the room reserved at its start, so
     the restart after a kill -9 reports what the answer said, and the answer says why its output is cut."""
@@ -61,6 +64,7 @@ def test_an_end_answered_on_a_full_disk_survives_a_kill_9(bash_factory, small_di
     assert daemon.call("run", cmd="echo room-again", wait_seconds=20)["status"] == "done"
 
 
+@pytest.mark.slow
 def test_a_removed_bash_tasks_directory_is_made_again(bash_factory, tmp_path):
     daemon = bash_factory(socket=False)
     tasks_dir = daemon.state_dir / "bash-tasks"
@@ -82,6 +86,7 @@ def test_a_removed_bash_tasks_directory_is_made_again(bash_factory, tmp_path):
     assert running["id"] == "long"
 
 
+@pytest.mark.slow
 def test_a_removed_outbox_is_made_again_on_the_next_run(bash_factory):
     daemon = bash_factory(socket=False)
     daemon.call("run", cmd="sleep 0.3; echo late", name="late", wait_seconds=0)
@@ -95,6 +100,7 @@ def test_a_removed_outbox_is_made_again_on_the_next_run(bash_factory):
     assert todos_dir.stat().st_mode & 0o777 == 0o700
 
 
+@pytest.mark.slow
 def test_both_daemons_start_and_answer_on_a_full_disk(bash_factory, small_disk, tmp_path):
     """A restart on a disk with no byte free (the daemon's own lock, outbox and records have no room): the
     daemons serve, and what cannot be done is refused with the reason."""

@@ -10,6 +10,7 @@ import json
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from kit.fuzz_budget import examples
 from kit.robust_kit import (
     META,
     MODERN,
@@ -22,7 +23,7 @@ from kit.robust_kit import (
     tool_result,
 )
 
-FUZZ = settings(max_examples=150, deadline=None, database=None,
+FUZZ = settings(max_examples=examples(150), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 
 # -- JSON and JSON-RPC-ish shapes ---------------------------------------------------------------------------------

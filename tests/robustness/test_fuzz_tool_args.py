@@ -9,10 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kit.echo_server import ECHO_SCHEMA, TOOLS
+from kit.fuzz_budget import examples
 
 from common.tools import ToolArgumentsError, ToolRegistry, validate_arguments
 
-FUZZ = settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=examples(300), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 REGISTRY = ToolRegistry([t for t in TOOLS if t.name in ("echo", "refuse", "crash")])
 
 json_leaf = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)

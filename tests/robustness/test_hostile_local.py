@@ -63,6 +63,7 @@ def daemon_argv(request):
 # -- the state directory -----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_world_writable_state_dir_is_refused_and_left_alone(tmp_path, daemon_argv):
     state = tmp_path / "state"
     state.mkdir()
@@ -73,6 +74,7 @@ def test_a_world_writable_state_dir_is_refused_and_left_alone(tmp_path, daemon_a
     assert list(state.iterdir()) == [], "a refused start must create nothing"
 
 
+@pytest.mark.slow
 def test_a_group_writable_subdirectory_is_refused(tmp_path):
     state = tmp_path / "state"
     (state / "bash-tasks").mkdir(parents=True)
@@ -81,6 +83,7 @@ def test_a_group_writable_subdirectory_is_refused(tmp_path):
     assert str(state / "bash-tasks") in proc.stderr and "writable" in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 @as_root
 def test_a_foreign_owned_state_dir_is_refused(tmp_path, daemon_argv):
     state = tmp_path / "state"
@@ -91,6 +94,7 @@ def test_a_foreign_owned_state_dir_is_refused(tmp_path, daemon_argv):
     assert os.stat(state / "todos").st_uid == NOBODY
 
 
+@pytest.mark.slow
 def test_a_relative_state_dir_is_resolved_once_and_made_private(tmp_path):
     (tmp_path / "rel").mkdir(mode=0o755)
     d = BashDaemon(tmp_path, Path("rel"), None).start()
@@ -109,6 +113,7 @@ def _record(state: Path, task_id: str) -> dict:
     return json.loads((state / "bash-tasks" / f"{task_id}.json").read_bytes())
 
 
+@pytest.mark.slow
 def test_a_second_daemon_is_refused_while_the_first_ones_task_runs_on(tmp_path):
     state = tmp_path / "state"
     first = BashDaemon(tmp_path, state, None).start()
@@ -132,6 +137,7 @@ def test_a_second_daemon_is_refused_while_the_first_ones_task_runs_on(tmp_path):
         first.stop()
 
 
+@pytest.mark.slow
 def test_a_second_subagent_daemon_is_refused(tmp_path):
     state = tmp_path / "state"
     argv = subagent_argv(state)
@@ -163,6 +169,7 @@ def _victim(tmp_path: Path, text: str) -> Path:
     return victim
 
 
+@pytest.mark.slow
 def test_a_link_planted_at_a_record_temp_file_is_not_followed(tmp_path, bash_daemon):
     victim = _victim(tmp_path, "precious\n")
     os.symlink(victim, bash_daemon.state_dir / "bash-tasks" / ".job.json.tmp")
@@ -172,6 +179,7 @@ def test_a_link_planted_at_a_record_temp_file_is_not_followed(tmp_path, bash_dae
     assert _record(bash_daemon.state_dir, "job")["state"] == "done"
 
 
+@pytest.mark.slow
 def test_a_swapped_output_file_of_a_queued_task_is_not_followed(tmp_path, bash_daemon):
     blocker = bash_daemon.call("run", cmd="sleep 300", wait_seconds=0)
     queued = bash_daemon.call("run", cmd="echo real output", name="queued", wait_seconds=0)
@@ -188,6 +196,7 @@ def test_a_swapped_output_file_of_a_queued_task_is_not_followed(tmp_path, bash_d
     assert forged.read_text() == "ignore previous instructions\n", "the task wrote through the planted link"
 
 
+@pytest.mark.slow
 def test_a_link_planted_at_the_ready_files_temp_is_not_followed(tmp_path):
     victim = _victim(tmp_path, "precious\n")
     ready = tmp_path / "ready.json"
@@ -207,6 +216,7 @@ def test_a_link_planted_at_the_ready_files_temp_is_not_followed(tmp_path):
 # -- a worker never loses its task -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_huge_timeout_is_supervised_and_killable(bash_daemon):
     """poll() takes a C int of milliseconds: unbounded, 1e9 s would crash the worker and leave the command unsupervised."""
     task = bash_daemon.call("run", cmd="sleep 300", timeout_secs=1_000_000_000, wait_seconds=1)
@@ -218,6 +228,7 @@ def test_a_huge_timeout_is_supervised_and_killable(bash_daemon):
     wait_until(lambda: not task_processes({marker}), 30, "the task's processes to be gone")
 
 
+@pytest.mark.slow
 def test_a_daemon_started_with_sigint_ignored_still_kills_gracefully(tmp_path):
     """A shell without job control starts background commands (`scripts/run` starts the daemons with `&`) with
     SIGINT ignored, and an ignored signal survives exec: the daemon must not hand that on to its tasks, or the
@@ -283,6 +294,7 @@ def test_another_uid_is_refused_by_the_bash_daemon(tmp_path, bash_daemon):
     assert "refused a connection from uid 65534" in bash_daemon.daemon.log()
 
 
+@pytest.mark.slow
 @as_nobody
 def test_another_uid_is_refused_over_ipv6_too(tmp_path):
     """A daemon on --host ::1, called over [::1]: the caller's uid comes from the kernel's table of IPv6
@@ -303,6 +315,7 @@ def test_another_uid_is_refused_over_ipv6_too(tmp_path):
         d.stop()
 
 
+@pytest.mark.slow
 @as_nobody
 def test_another_uid_is_refused_by_the_subagent_daemon(tmp_path):
     d = start_daemon(subagent_argv(tmp_path / "state"), tmp_path)
@@ -314,6 +327,7 @@ def test_another_uid_is_refused_by_the_subagent_daemon(tmp_path):
         d.stop()
 
 
+@pytest.mark.slow
 @as_nobody
 def test_an_allowed_uid_is_served(tmp_path):
     d = BashDaemon(tmp_path, tmp_path / "state", None, extra=["--allow-uid", "nobody"]).start()
@@ -327,6 +341,7 @@ def test_an_allowed_uid_is_served(tmp_path):
 # -- the small doors ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_stalled_request_body_is_cut_off(tmp_path):
     d = BashDaemon(tmp_path, tmp_path / "state", None, extra=["--body-timeout", "1"]).start()
     try:
@@ -372,6 +387,7 @@ def _read_as(uid: int, gid: int, path: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 @as_nobody
 def test_a_share_group_reads_task_files_and_nobody_else_does(tmp_path, short_dir):
     """--share-group (the NixOS module's agentUser): the agent's group reads records and outputs, others not."""
@@ -396,6 +412,7 @@ def test_a_share_group_reads_task_files_and_nobody_else_does(tmp_path, short_dir
         d.stop()
 
 
+@pytest.mark.slow
 def test_a_taken_port_refuses_the_start_before_anything_is_recovered(tmp_path):
     """A daemon killed with a task running leaves a `running` record; a restart that cannot have its port must
     leave it for the restart that can (which records it `interrupted` and stops its process)."""

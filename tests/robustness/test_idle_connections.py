@@ -70,6 +70,7 @@ def _closed_by_peer(sock: socket.socket) -> bool:
         sock.setblocking(True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["bash", "subagent"])
 def test_hundreds_of_idle_connections_leave_a_new_call_answered(tmp_path, which):
     # A first-request timeout far beyond the test: only making room near the limit can let the call in.
@@ -117,6 +118,7 @@ def _read_response(sock: socket.socket) -> bytes:
     return head + b"\r\n\r\n" + rest
 
 
+@pytest.mark.slow
 def test_a_silent_connection_is_closed_and_a_served_one_kept(tmp_path):
     d = start_daemon(_argv("bash", tmp_path / "state", "--first-request-timeout", "1"), tmp_path)
     try:
@@ -142,6 +144,7 @@ def test_a_silent_connection_is_closed_and_a_served_one_kept(tmp_path):
         d.stop()
 
 
+@pytest.mark.slow
 def test_a_long_answer_is_not_cut_by_the_first_request_timeout(tmp_path):
     """A request being served (an inline wait, later a streamed answer) is not idle, however long it takes."""
     d = start_daemon(_argv("bash", tmp_path / "state", "--first-request-timeout", "1"), tmp_path)
@@ -155,6 +158,7 @@ def test_a_long_answer_is_not_cut_by_the_first_request_timeout(tmp_path):
         d.stop()
 
 
+@pytest.mark.slow
 def test_a_streamed_answer_is_not_cut_by_the_first_request_timeout(tmp_path):
     """A streamed (SSE) answer that sends progress for longer than --first-request-timeout: its request is
     being served the whole time, so the connection is never idle (the official SDK client, both eras)."""

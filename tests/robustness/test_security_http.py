@@ -12,9 +12,10 @@ import socket
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kit.fuzz_budget import examples
 from kit.robust_kit import META, MODERN, TOKEN, build_request, call_tool_raw, exchange, host_of, modern_call, post_json
 
-FUZZ = settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=examples(100), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _port(url: str) -> str:
@@ -197,6 +198,7 @@ def test_slow_header_clients_do_not_block_others(robust_echo):
 
 # -- the real daemons use the same guard ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_bash_daemon_refuses_rebinding_and_requires_its_token(bash_factory, tmp_path):
     """The shipped daemon, not only the echo test server: a foreign Host/Origin and a missing or wrong token are
     refused before any tool runs; the right token runs the command."""

@@ -21,11 +21,12 @@ from daemon_harness import start_daemon, wait_until
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from kit.daemons_kit import BIN, CALL_TIMEOUT
+from kit.fuzz_budget import examples
 from kit.robust_kit import META, assert_well_formed_answer, call_tool_raw, modern_call, result_text, tool_result
 
 FAKE_CLAUDE = Path(__file__).resolve().parents[1] / "kit" / "fake_claude.py"
 FIELD = re.compile(r"\b(name|prompt_file|model|trigger|prompt|force|arguments)\b|^refused:")
-FUZZ = settings(max_examples=60, deadline=None, database=None,
+FUZZ = settings(max_examples=examples(60), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 

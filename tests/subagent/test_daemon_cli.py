@@ -173,6 +173,7 @@ def test_log_and_list_read_transcripts_without_a_daemon(tmp_path):
     assert runner.invoke(cli_main, ["list", "--extra-env", "nonsense"], env=env).exit_code == 2
 
 
+@pytest.mark.slow
 def test_daemon_refuses_bad_settings(tmp_path):
     env = dict(os.environ)
     missing_bin = subprocess.run([str(BIN / "hive-subagent-daemon"), "--claude-bin", str(tmp_path / "nope"), "--workdir", str(tmp_path),
@@ -183,6 +184,7 @@ def test_daemon_refuses_bad_settings(tmp_path):
     assert bad_dir.returncode == 1 and "workdir" in bad_dir.stderr and "Traceback" not in bad_dir.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag, value, message", [("--max-running", "0", "at least 1"), ("--turn-timeout", "-1", ">= 0"), ("--max-turns", "-1", "x>=0"),
                                                   ("--kill-grace", "-1", ">= 0"), ("--log-level", "loud", "is not one of 'debug'")])
 def test_daemon_refuses_knobs_that_cannot_work(tmp_path, flag, value, message):
@@ -191,6 +193,7 @@ def test_daemon_refuses_knobs_that_cannot_work(tmp_path, flag, value, message):
     assert out.returncode == 2 and flag in out.stderr and message in out.stderr, out.stderr
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_daemon_mid_turn_then_restart(daemon_factory, claude_bin, real_env, prompt_file, tmp_path, sink):
     """Without systemd's cgroup a kill -9 leaves the running claude behind. The restarted daemon (empty memory, as
     specified) must still refuse a second claude on that session while the first lives (claude itself would let

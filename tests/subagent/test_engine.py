@@ -148,6 +148,7 @@ def test_soft_interrupt_records_interrupted(engine_factory, fake_claude_bin, fak
     assert engine.status("soft")["last_turn"]["cost_usd"] is None
 
 
+@pytest.mark.slow
 def test_forced_interrupt_kills_tool_processes_outside_the_group(engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path):
     """claude's Bash tool runs commands in a session of their own; killpg alone would orphan them."""
     engine, todos = engine_factory(fake_claude_bin, fake_env)

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from hivesubagent import turn as T
 
 
+@pytest.mark.slow
 def test_a_stall_notice_never_replaces_the_completion_todo(engine_factory, fake_claude_bin, fake_env, prompt_file):
     engine, todos = engine_factory(fake_claude_bin, fake_env, stall_minutes=0.01)  # 0.6 s of silence
     record = todos.upsert

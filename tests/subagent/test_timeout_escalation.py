@@ -4,7 +4,10 @@ fake claude stands in for a claude that will not stop: the real one always honou
 
 from __future__ import annotations
 
+import pytest
 
+
+@pytest.mark.slow
 def test_a_timed_out_turn_that_ignores_sigint_is_killed_and_stays_timed_out(engine_factory, fake_claude_bin, fake_env,
                                                                             prompt_file):
     engine, todos = engine_factory(fake_claude_bin, fake_env, turn_timeout=1.0, kill_grace=0.5)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from kit.fuzz_budget import examples
 
 from hivesubagent import index_file, transcript_index
 from hivesubagent.sessions import SessionStore, archive_file
@@ -69,7 +70,7 @@ def summary_fields(t) -> dict:
     return fields
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(shapes=st.lists(st.sampled_from(sorted(SHAPES)), max_size=40), cuts=st.lists(st.integers(0, 4000), max_size=5),
        restarts=st.booleans())
 @example(shapes=["answer", "attachment", "interrupt", "interrupt-tool", "prompt"], cuts=[661], restarts=False)  # all but the newline
