@@ -7,6 +7,7 @@ event lines a reader thread collects as they are printed, so a test waits on a c
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -51,6 +53,7 @@ class Sink:
             self.proc = subprocess.Popen(
                 [*TODOS_CLI, "serve", "--socket", str(socket_path), "--json"],
                 stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, cwd=REPO,
+                env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # a SIGABRT then prints every thread's stack
             )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -113,9 +116,25 @@ class Sink:
     def stop(self) -> int | None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(15)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self._abort_with_stacks()
         self._reader.join(5)
         return self.proc.returncode
+
+    def _abort_with_stacks(self) -> None:
+        """A sink that outlives its SIGTERM by 15 s (seen once in a full run at teardown, not reproduced): its
+        threads' stacks are reported as a warning so the next run says where it hung, and it is killed; the
+        tests of the sink's own stop (tests/todos) still fail on it."""
+        self.proc.send_signal(signal.SIGABRT)
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        stacks = self.stderr_path.read_text(errors="replace")[-6000:]
+        warnings.warn(f"the todo sink did not stop within 15 s of SIGTERM; its stacks:\n{stacks}", stacklevel=2)
 
 
 @contextmanager
