@@ -254,17 +254,23 @@ def test_a_tty_tasks_todo_points_at_its_one_output_file(tools, todos, tmp_path):
     assert "output (a terminal: stderr included): Read(" in body and "told.out" in body and "told.err" not in body, body
 
 
-def test_a_tty_task_runs_on_when_its_output_fills_the_disk(small_disk, todos, caplog):
+def test_a_tty_task_runs_on_when_its_output_fills_the_disk(small_disk, todos, caplog, tmp_path):
     """A terminal's output that the full disk cannot take is dropped, and the task keeps its terminal: once there
     is room again it goes on printing and reading (a copier that gave up used to hang up on the task)."""
     engine = Engine(settings(small_disk.root), todos)
     engine.open()
     try:
         tools = build_registry(engine)
-        flood = "head -c 3000000 /dev/zero | tr '\\0' x; echo; printf 'ready> '; read a; echo \"got $a\""
+        # The prompt waits behind a gate until the room is made: freed while the flood still ran, the rest of
+        # the flood could fill the disk again and the prompt be dropped too (seen under load).
+        flooded, gate = tmp_path / "flooded", Gate(tmp_path)
+        flood = (f"head -c 3000000 /dev/zero | tr '\\0' x; echo; touch {flooded}; {gate.wait}; printf 'ready> '; "
+                 "read a; echo \"got $a\"")
         call(tools, "run", cmd=flood, stdin="tty", name="flood", wait_seconds=0)
+        assert wait_until(flooded.exists, timeout=30)
         assert wait_until(lambda: "output is dropped until there is room" in caplog.text, timeout=20), caplog.text
         os.truncate(engine.store.path("flood", "out"), 0)  # the operator frees the disk
+        gate.open()
         ready = call(tools, "status", id="flood", wait_for="ready> $", wait_seconds=20)
         assert ready.data["status"] == "running" and ready.data["wait_for"]["matched"] is not None, ready.text
         res = call(tools, "send", id="flood", text="y", wait_seconds=10)
