@@ -173,6 +173,14 @@ def take_socket_path(path: Path) -> None:
     raise click.ClickException(f"--socket: something is already listening on {path} (another sink or the harness)")
 
 
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
 def serve_until_signalled(path: Path, board: TodoBoard, as_json: bool) -> None:
     """Serve `path` until SIGTERM or SIGINT; then remove the socket file if it is still ours."""
     try:
@@ -183,14 +191,21 @@ def serve_until_signalled(path: Path, board: TodoBoard, as_json: bool) -> None:
     stop = Doorbell()  # a handler that takes a lock (Event.set) can deadlock the thread it interrupts
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.ring())
+    # A signal the kernel hands to the serving thread only flags it: the Python handler waits for the main
+    # thread to run bytecode, and this one sleeps in poll with no timeout. Seen: a SIGTERM left the sink
+    # serving for good (a test teardown's 15 s ran out). The wakeup fd wakes the main thread whichever thread
+    # took the signal.
+    wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
     thread = threading.Thread(target=server.serve_forever, name="sink", daemon=True)
     thread.start()
     if as_json:
         click.echo(json.dumps({"event": "serving", "socket": str(path), "pid": os.getpid()}))
     else:
         click.echo(f"hive-todos: serving {path} (pid {os.getpid()}); Ctrl-C to stop")
-    while not stop.wait(None):
-        pass
+    while not stop.wait(None, also=(wake_read,)):
+        _drain(wake_read)  # the handler has run by now (between bytecodes) and rung the bell
+    signal.set_wakeup_fd(-1)
     server.shutdown()
     server.server_close()
     try:

@@ -92,6 +92,25 @@ def test_serve_prints_readable_changes_and_stops_cleanly_on_sigterm(short_dir):
     assert "clear  bash/t1\n" in rest
 
 
+def test_serve_stops_on_a_sigterm_its_serving_thread_takes(short_dir):
+    """The kernel may hand a process's signal to any of its threads; one taken by the serving thread must still
+    stop the sink (it once left the main thread asleep for good: the wakeup fd in serve_until_signalled)."""
+    path = short_dir / "agent.sock"
+    proc = subprocess.Popen([str(SINK_BIN), "serve", "--socket", str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout.readline().startswith("hive-todos: serving"), "the sink did not start"
+        threads = sorted(int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid)
+        assert threads, "the sink serves from a thread of its own"
+        os.kill(threads[0], signal.SIGTERM)  # a tid that is not the leader's: that thread takes the signal
+        proc.wait(5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and not path.exists()
+
+
 def test_serve_refuses_a_path_that_is_not_a_socket(short_dir):
     path = short_dir / "precious.txt"
     path.write_text("keep me")
