@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from daemon_harness import start_daemon, todo_sink, wait_until
-from kit.sdk_agent import SdkAgent, bash_daemon_argv
+from kit.sdk_agent import SdkAgent, bash_daemon_argv, socketless_bash_daemon
 
 from common.notices import Notices, promises_a_notice
 from hivesubagent import tools as subagent_tools
@@ -14,11 +14,8 @@ from hivesubagent import tools as subagent_tools
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
     """A daemon without a harness socket (no todo can reach the agent)."""
-    root = tmp_path_factory.mktemp("traps")
-    d = start_daemon(bash_daemon_argv(root / "state"), root)
-    d.state = root / "state"
-    yield d
-    d.stop()
+    with socketless_bash_daemon(tmp_path_factory.mktemp("traps")) as d:
+        yield d
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,7 @@ from urllib.parse import urlsplit
 
 import anyio
 import pytest
-from daemon_harness import start_daemon
-from kit.sdk_agent import SdkAgent, bash_daemon_argv
+from kit.sdk_agent import SdkAgent, socketless_bash_daemon
 from mcp.client.client import Client
 from raw_mcp import META, MODERN, initialize, legacy, modern, post
 
@@ -21,11 +20,8 @@ BIG_CMD = "echo " + "x" * (2 * 1024 * 1024)  # 2 MiB: over the request limit, un
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
-    root = tmp_path_factory.mktemp("oversized")
-    d = start_daemon(bash_daemon_argv(root / "state"), root)
-    d.state = root / "state"
-    yield d
-    d.stop()
+    with socketless_bash_daemon(tmp_path_factory.mktemp("oversized")) as d:
+        yield d
 
 
 def _assert_names_cmd(text: str) -> None:

@@ -8,10 +8,14 @@ from __future__ import annotations
 import queue
 import sys
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
+from daemon_harness import start_daemon
 from mcp.client.client import Client
 
 BIN = Path(sys.executable).parent
@@ -68,3 +72,15 @@ class SdkAgent:
 
 def bash_daemon_argv(state_dir: Path, *extra: str) -> list[str]:
     return [str(BIN / "hive-bash-daemon"), "--state-dir", str(state_dir), "--kill-grace", "0.3", *extra]
+
+
+@contextmanager
+def socketless_bash_daemon(root: Path) -> Iterator[Any]:
+    """A real hive-bash-daemon with its state in root/state (as `.state`) and no harness socket: no todo can
+    reach the agent."""
+    d = start_daemon(bash_daemon_argv(root / "state"), root)
+    d.state = root / "state"
+    try:
+        yield d
+    finally:
+        d.stop()
