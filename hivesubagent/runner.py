@@ -233,7 +233,7 @@ def unarchive(turn: Turn) -> None:
     if turn.archived and not turn.transcript.exists():
         for path in turn.archived:
             _restore_archived(turn.name, path)
-    turn.archived = []
+        turn.archived = []  # only when put back: a start's answer, read after a quick turn ended, still lists them
 
 
 def _restore_archived(name: str, path: Path) -> None:

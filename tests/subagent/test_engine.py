@@ -274,6 +274,25 @@ def test_start_archives_the_finished_session_of_that_name(engine_factory, fake_c
     assert status["session_id"] == second["session_id"] and status["turns"] == 1
 
 
+def test_a_start_whose_turn_ends_before_its_answer_still_lists_what_it_archived(engine_factory, fake_claude_bin,
+                                                                                  fake_env, prompt_file):
+    # Seen under parallel test load: the new turn ended (and the runner's unarchive ran) before start read
+    # turn.archived for its answer, which then said archived=[] although the old transcript was archived.
+    engine, todos = engine_factory(fake_claude_bin, fake_env)
+    first = engine.start("quick", str(prompt_file), trigger="first")
+    todos.wait_upserts("quick")
+    confirm = engine._confirm
+
+    def confirm_after_the_turn_ended(turn):
+        assert wait_for_turns(engine, lambda: turn.reported, 20), "the second turn never ended"
+        return confirm(turn)
+
+    engine._confirm = confirm_after_the_turn_ended  # forces the order the load produced
+    second = engine.start("quick", str(prompt_file), trigger="second")
+    assert second["archived"] == [first["transcript"] + ".archived"]
+    assert Path(first["transcript"] + ".archived").exists()
+
+
 def test_a_claude_this_daemon_did_not_start_blocks_the_session(engine_factory, fake_claude_bin, fake_env, prompt_file):
     """Claude's own registry (<config>/sessions/<pid>.json) names a live pid: two writers must not share a transcript."""
     engine, todos = engine_factory(fake_claude_bin, fake_env)
