@@ -167,7 +167,8 @@ class Pacer:
 
 def paced_wait(cond: threading.Condition, done: Callable[[], bool], seconds: float, progress: Reporter,
                cancel: Cancellation,
-               news: Callable[[], object], message: Callable[[float], str], clock: Callable[[], float] = time.monotonic) -> bool:
+               news: Callable[[], object], message: Callable[[float], str],
+               clock: Callable[[], float] = time.monotonic) -> bool:
     """Wait (not holding `cond`) until `done()` (checked under `cond`), a cancel, or `seconds`; meanwhile report
     progress as the pacer says. `news()` (outside the lock) returns a value that changes when there is
     something new to tell; `message(waited)` the line to send. Returns done()."""

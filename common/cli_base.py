@@ -218,9 +218,11 @@ def client_options(prefix: str, port: int) -> Callable[[FC], FC]:
     def decorate(fn: FC) -> FC:
         fn = click.option("--timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
                           help="Seconds to wait for the daemon's answer, on top of any wait the command asks for.")(fn)
-        fn = click.option("--token-file", envvar=f"{prefix}_TOKEN_FILE", show_envvar=True, type=click.Path(path_type=Path),
+        fn = click.option("--token-file", envvar=f"{prefix}_TOKEN_FILE",
+                          show_envvar=True, type=click.Path(path_type=Path),
                           help="File (0600) holding the daemon's bearer token, if it requires one.")(fn)
-        return click.option("--url", envvar=f"{prefix}_URL", show_envvar=True, default=lambda: default_url(prefix, port),
+        return click.option("--url", envvar=f"{prefix}_URL",
+                            show_envvar=True, default=lambda: default_url(prefix, port),
                             show_default=f"http://127.0.0.1:{port}/mcp, or from {prefix}_HOST and {prefix}_PORT",
                             help="The daemon's MCP endpoint.")(fn)
 

@@ -31,28 +31,37 @@ class ServerSettings:
     """What every daemon's HTTP side needs."""
 
     host: str = knob("127.0.0.1", "address", "Address to listen on. Loopback by default; any other needs --token-file.")
-    port: int = knob(0, "port", "TCP port to listen on (0 picks a free one; the chosen URL is logged and written to --ready-file).")
+    port: int = knob(0, "port", "TCP port to listen on (0 picks a free one; the chosen URL is logged and written to "
+                                "--ready-file).")
     state_dir: Path = knob(Path("harness"), "path", "State directory (task files, todo outbox); created 0700.")
     agent_socket: Path | None = knob(
-        None, "path", "The harness's Unix socket for keyed todos. Unset: todos wait in the outbox.", env="HIVE_AGENT_SOCKET"
+        None, "path", "The harness's Unix socket for keyed todos. Unset: todos wait in the outbox.",
+        env="HIVE_AGENT_SOCKET"
     )
     token_file: Path | None = knob(None, "path", "File (0600) holding a bearer token every request must carry.")
     allowed_hosts: tuple[str, ...] = knob(
-        (), "host names", "Extra Host header names to accept besides loopback names (DNS-rebinding protection).", multiple=True
+        (), "host names", "Extra Host header names to accept besides loopback names (DNS-rebinding protection).",
+        multiple=True
     )
     allowed_origins: tuple[str, ...] = knob(
-        (), "origins", "Extra Origin values to accept (e.g. https://app.example); the daemon's own URL origin is always "
+        (), "origins",
+        "Extra Origin values to accept (e.g. https://app.example); the daemon's own URL origin is always "
         "accepted, other ports of this machine are not.", multiple=True
     )
     allow_uid: tuple[str, ...] = knob(
-        (), "uids or user names", "Local users allowed to call besides the daemon's own uid (a connection from any other "
-        "uid on this machine gets 403). Repeat for more; the NixOS module fills it with the agent's user.", multiple=True
+        (), "uids or user names",
+        "Local users allowed to call besides the daemon's own uid (a connection from any other "
+        "uid on this machine gets 403). Repeat for more; the NixOS module fills it with the agent's user.",
+        multiple=True
     )
-    threads: int = knob(32, "count", "waitress request threads. Inline waits hold one each (up to 30 s), so keep well above max-inline-waits.")
+    threads: int = knob(32, "count", "waitress request threads. Inline waits hold one each (up to 30 s), "
+                                     "so keep well above max-inline-waits.")
     max_inline_waits: int = knob(
-        24, "count", "Concurrent inline waits allowed; past that a wait answers at once, so kill/status never queue behind waits."
+        24, "count",
+        "Concurrent inline waits allowed; past that a wait answers at once, so kill/status never queue behind waits."
     )
-    connection_limit: int = knob(200, "count", "Open connections waitress accepts at once (Claude Code reconnects every turn).")
+    connection_limit: int = knob(200, "count",
+                                 "Open connections waitress accepts at once (Claude Code reconnects every turn).")
     channel_timeout: int = knob(120, "seconds", "Idle connection timeout; well above the 30 s wait cap.")
     share_group: str | None = knob(
         None, "group", "A group (name or gid) that may read the state directory and the task files in it "
@@ -77,9 +86,11 @@ class ServerSettings:
     # 512 KiB inbuf_overflow to a temporary file, so memory stays bounded): an agent's 2 MB `cmd` then gets a
     # tool error it can act on, where a plain 413 told it nothing (issue 27). Above it: 413 before the body.
     OVERSIZED_CALL_FACTOR: ClassVar[int] = 8
-    session_ttl: float = knob(3600.0, "seconds", "Idle handshake-era sessions expire after this (Claude Code never sends DELETE).")
+    session_ttl: float = knob(3600.0, "seconds",
+                              "Idle handshake-era sessions expire after this (Claude Code never sends DELETE).")
     max_sessions: int = knob(1000, "count", "Most handshake-era sessions kept; the least recently used goes first.")
-    ready_file: Path | None = knob(None, "path", "Once listening, write {url, pid} as JSON here (tests and scripts wait on it).")
+    ready_file: Path | None = knob(None, "path",
+                                   "Once listening, write {url, pid} as JSON here (tests and scripts wait on it).")
     log_level: Literal["debug", "info", "warning", "error"] = knob("info", "level", "How much the daemon logs.")
 
     @property
@@ -91,7 +102,8 @@ class ServerSettings:
         """Refuse settings that cannot work, with a message naming the knob."""
         if self.max_inline_waits >= self.threads:
             raise click.BadParameter(
-                f"must be below --threads ({self.threads}) so kill/status are always served", param_hint="--max-inline-waits"
+                f"must be below --threads ({self.threads}) so kill/status are always served",
+                param_hint="--max-inline-waits"
             )
         if not 0 <= self.port <= 65535:
             raise click.BadParameter("must be 0..65535", param_hint="--port")
@@ -99,24 +111,29 @@ class ServerSettings:
         # gone before the client's next request: each handshake-era client then fails with 404 (seen with the
         # TypeScript SDK and --max-sessions 0).
         if self.max_sessions < 1:
-            raise click.BadParameter("must be at least 1, or no handshake-era client can connect", param_hint="--max-sessions")
+            raise click.BadParameter("must be at least 1, or no handshake-era client can connect",
+                                     param_hint="--max-sessions")
         if not self.session_ttl > 0:
-            raise click.BadParameter("must be > 0 seconds, or no handshake-era client can connect", param_hint="--session-ttl")
+            raise click.BadParameter("must be > 0 seconds, or no handshake-era client can connect",
+                                     param_hint="--session-ttl")
         if self.connection_limit < 1:
             raise click.BadParameter("must be at least 1, or no client can connect", param_hint="--connection-limit")
         if not self.channel_timeout > 0:
-            raise click.BadParameter("must be > 0 seconds, or every connection is dropped at once", param_hint="--channel-timeout")
+            raise click.BadParameter("must be > 0 seconds, or every connection is dropped at once",
+                                     param_hint="--channel-timeout")
         if not self.body_timeout > 0:
             raise click.BadParameter("must be > 0 seconds, or no request can arrive", param_hint="--body-timeout")
         if not self.first_request_timeout > 0:
-            raise click.BadParameter("must be > 0 seconds, or no request can arrive", param_hint="--first-request-timeout")
+            raise click.BadParameter("must be > 0 seconds, or no request can arrive",
+                                     param_hint="--first-request-timeout")
 
 
 @dataclass(frozen=True)
 class BashSettings(ServerSettings):
     port: int = knob(7711, "port", "TCP port for the bash MCP server (URL http://HOST:PORT/mcp).")
     max_running: int = knob(
-        32, "count", "Tasks running at once; the rest wait as pending in submission order. Agent tasks mostly wait on I/O."
+        32, "count",
+        "Tasks running at once; the rest wait as pending in submission order. Agent tasks mostly wait on I/O."
     )
     kill_grace: float = knob(
         2.0, "seconds", "After SIGTERM (timeout, leftovers of a killed group), wait this long before SIGKILL."
@@ -140,7 +157,8 @@ class BashSettings(ServerSettings):
         if not 0 <= self.fsync_window <= 10:
             raise click.BadParameter("must be between 0 and 10 seconds", param_hint="--fsync-window")
         if self.max_running < 1:
-            raise click.BadParameter("must be at least 1, or every task stays pending forever", param_hint="--max-running")
+            raise click.BadParameter("must be at least 1, or every task stays pending forever",
+                                     param_hint="--max-running")
         if self.kill_grace < 0:
             raise click.BadParameter("must be >= 0 seconds", param_hint="--kill-grace")
         if self.keep_tasks < 1:
@@ -155,11 +173,13 @@ class BashSettings(ServerSettings):
 class SubagentSettings(ServerSettings):
     port: int = knob(7712, "port", "TCP port for the subagent MCP server (URL http://HOST:PORT/mcp).")
     claude_bin: str = knob("claude", "command", "The claude CLI to run (a name on PATH or a path).")
-    workdir: Path = knob(Path("."), "path", "Working directory the sessions run in (claude keys its transcripts by it).")
+    workdir: Path = knob(Path("."), "path",
+                         "Working directory the sessions run in (claude keys its transcripts by it).")
     extra_env: tuple[str, ...] = knob(
         (), "KEY=VALUE", "Extra environment for claude (e.g. IS_SANDBOX=1 when running as root).", multiple=True
     )
-    max_running: int = knob(4, "count", "Sessions running at once; a start past this is refused (each is a full claude).")
+    max_running: int = knob(4, "count",
+                            "Sessions running at once; a start past this is refused (each is a full claude).")
     turn_timeout: float = knob(
         3600.0, "seconds", "Default wall-clock limit of one turn (a start/continue may pass its own timeout_minutes): "
         "then SIGINT, SIGKILL after --kill-grace, and the turn ends timed_out. 0: none."
@@ -178,7 +198,8 @@ class SubagentSettings(ServerSettings):
         "to the turn, as interrupt(name) would)."
     )
     confirm_wait: float = knob(
-        0.2, "seconds", "start/continue wait at most this long for claude's init line or an early exit before answering "
+        0.2, "seconds",
+        "start/continue wait at most this long for claude's init line or an early exit before answering "
         "'running' (a start must answer within 300 ms of the spawn; claude's init takes ~0.25 s)."
     )
     result_chars: int = knob(
@@ -194,7 +215,8 @@ class SubagentSettings(ServerSettings):
         if self.max_running < 1:
             raise click.BadParameter("must be at least 1, or every start is refused", param_hint="--max-running")
         if self.max_budget_usd is not None and not self.max_budget_usd > 0:
-            raise click.BadParameter("must be > 0 US dollars (leave it unset for no budget)", param_hint="--max-budget-usd")
+            raise click.BadParameter("must be > 0 US dollars (leave it unset for no budget)",
+                                     param_hint="--max-budget-usd")
         for value, hint in ((self.kill_grace, "--kill-grace"), (self.confirm_wait, "--confirm-wait"),
                             (self.turn_timeout, "--turn-timeout"), (self.stall_minutes, "--stall-minutes")):
             if value < 0:

@@ -57,7 +57,8 @@ def allowed_uids(settings: ServerSettings) -> frozenset[int]:
         try:
             uids.add(pwd.getpwnam(value).pw_uid)
         except KeyError:
-            raise click.BadParameter(f"{value!r} is neither a uid nor a user of this machine", param_hint="--allow-uid") from None
+            raise click.BadParameter(f"{value!r} is neither a uid nor a user of this machine",
+                                     param_hint="--allow-uid") from None
     return frozenset(uids)
 
 
@@ -90,14 +91,16 @@ class ConnectionPolicy:
         except PeerUnknown:
             if not is_loopback_address(peer[0]):
                 return None  # not on this machine: the bearer token decides
-            log.warning("refused a connection from %s:%s: its owner cannot be found in the socket table", peer[0], peer[1])
+            log.warning("refused a connection from %s:%s: its owner cannot be found in the socket table",
+                        peer[0], peer[1])
             return _plain_response("403 Forbidden", "Forbidden: the calling process's user cannot be determined")
         except (OSError, ValueError) as exc:
             log.warning("refused a connection from %s:%s: cannot read the socket table (%s)", peer[0], peer[1], exc)
             return _plain_response("403 Forbidden", "Forbidden: the calling process's user cannot be determined")
         if uid in self.uids:
             return None
-        log.warning("refused a connection from uid %d (%s:%s): not an allowed caller (--allow-uid)", uid, peer[0], peer[1])
+        log.warning("refused a connection from uid %d (%s:%s): not an allowed caller (--allow-uid)",
+                    uid, peer[0], peer[1])
         return _plain_response("403 Forbidden", f"Forbidden: uid {uid} may not call this daemon "
                                                 "(its operator can allow it with --allow-uid)")
 

@@ -12,7 +12,8 @@ import click
 from common.config import ServerSettings
 from common.serve import Listener, serve_daemon
 
-TODO_FLUSH_SECONDS = 5.0  # how long a stopping daemon waits for the harness to take its last todos (they stay in the outbox)
+# How long a stopping daemon waits for the harness to take its last todos (they stay in the outbox).
+TODO_FLUSH_SECONDS = 5.0
 
 
 class ServedEngine(Protocol):

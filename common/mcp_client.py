@@ -44,7 +44,8 @@ def call_tool(url: str, name: str, arguments: dict[str, Any], *, token: str | No
         meta[OPERATOR_META_KEY] = True  # the operator's look must not clear the agent's todos (common.mcp_methods)
     if on_progress is not None:
         meta["progressToken"] = "cli"
-    body = {"jsonrpc": "2.0", "id": next(_ids), "method": "tools/call", "params": {"name": name, "arguments": arguments, "_meta": meta}}
+    body = {"jsonrpc": "2.0", "id": next(_ids), "method": "tools/call",
+            "params": {"name": name, "arguments": arguments, "_meta": meta}}
     headers = {
         "Content-Type": "application/json",
         "Accept": "application/json, text/event-stream",

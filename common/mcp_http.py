@@ -85,6 +85,11 @@ def _plain(status: int, text: str, headers: dict[str, str] | None = None) -> Ans
     return Response(text + "\n", status=status, headers=headers, mimetype="text/plain")
 
 
+def _invalid(rule: str) -> RpcError:
+    """A JSON-RPC Invalid Request error saying which rule the message broke."""
+    return RpcError(INVALID_REQUEST, f"Invalid request: {rule}")
+
+
 def _lowered_headers(environ: dict[str, Any]) -> dict[str, str]:
     """The request's headers by lower-case name, read straight from the WSGI environ (werkzeug's header view
     decodes and re-cases every name on each pass)."""
@@ -167,7 +172,8 @@ class McpApp:
         if request.path != MCP_PATH:
             return _plain(404, f"Not Found: the MCP endpoint is {MCP_PATH}")
         if not self.guard.token_ok(request.header("Authorization")):
-            return _plain(401, "Unauthorized: a valid bearer token is required", {"WWW-Authenticate": 'Bearer realm="hive"'})
+            return _plain(401, "Unauthorized: a valid bearer token is required",
+                          {"WWW-Authenticate": 'Bearer realm="hive"'})
         version = request.header(VERSION_HEADER)
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             return self._modern(request)
@@ -178,7 +184,8 @@ class McpApp:
         """The link of a tools/call to its client (cancellation, progress); None for any other method."""
         if body.get("method") != "tools/call" or "id" not in body:
             return None
-        return StreamedCall(request.environ, request.start_response, body.get("params"), version, request.header("Accept"))
+        return StreamedCall(request.environ, request.start_response, body.get("params"), version,
+                            request.header("Accept"))
 
     @staticmethod
     def _answered(call: StreamedCall | None, reply: dict[str, Any], plain: Callable[[], Answer]) -> Answer:
@@ -240,11 +247,11 @@ class McpApp:
         if isinstance(body, dict) and "id" not in body:
             return self._modern_notification(request, body)
         if not isinstance(body, dict) or not isinstance(body.get("method"), str) or body.get("jsonrpc") != "2.0":
-            err = RpcError(INVALID_REQUEST, "Invalid request: the body must be one JSON-RPC request object (no batches)")
+            err = _invalid("the body must be one JSON-RPC request object (no batches)")
             return JsonAnswer(error_body(None, err), 400)
         request_id = body["id"]
         if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
-            return JsonAnswer(error_body(None, RpcError(INVALID_REQUEST, "Invalid request: id must be a string or integer")), 400)
+            return JsonAnswer(error_body(None, _invalid("id must be a string or integer")), 400)
         # No find_duplicated_routing_header here: waitress folds repeated header lines into one value ("a, b"),
         # which never equals the body's, so the ladder refuses a duplicate as a mismatch (tests:
         # test_a_routing_header_sent_twice_is_refused).
@@ -299,7 +306,7 @@ class McpApp:
         version = version_header or DEFAULT_HANDSHAKE_VERSION
         if isinstance(body, list):
             if version != BATCH_VERSION:
-                err = RpcError(INVALID_REQUEST, f"Invalid request: JSON-RPC batches exist only in protocol version {BATCH_VERSION}, not {version}")
+                err = _invalid(f"JSON-RPC batches exist only in protocol version {BATCH_VERSION}, not {version}")
                 return JsonAnswer(error_body(None, err), 400)
             return self._batch(body, session)
         call = self._streamed_call(request, body, session.protocol_version) if isinstance(body, dict) else None
@@ -341,7 +348,7 @@ class McpApp:
 
     def _batch(self, items: list[Any], session: Session) -> Answer:
         if not items:
-            return JsonAnswer(error_body(None, RpcError(INVALID_REQUEST, "Invalid request: empty batch")), 400)
+            return JsonAnswer(error_body(None, _invalid("empty batch")), 400)
         replies = [r for r in (self._handshake_message(item, session.protocol_version, in_batch=True, session=session)
                                for item in items) if r is not None]
         return JsonAnswer(replies) if replies else Response(status=202)
@@ -350,7 +357,7 @@ class McpApp:
                            call: StreamedCall | None = None, body_bytes: int = 0) -> dict[str, Any] | None:
         """Answer one JSON-RPC message; None for notifications and client responses (202)."""
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            return error_body(None, RpcError(INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message"))
+            return error_body(None, _invalid("not a JSON-RPC 2.0 message"))
         if "method" not in message:
             return None  # a response to a server request; we send none, so there is nothing to match it to
         if "id" not in message:
@@ -360,10 +367,10 @@ class McpApp:
         request_id = message["id"]
         method = message.get("method")
         if not isinstance(method, str) or not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
-            return error_body(None, RpcError(INVALID_REQUEST, "Invalid request: method must be a string, id a string or integer"))
+            return error_body(None, _invalid("method must be a string, id a string or integer"))
         if method == "initialize":
             reason = "initialize may not be batched" if in_batch else "the session is already initialized"
-            return error_body(request_id, RpcError(INVALID_REQUEST, f"Invalid request: {reason}"))
+            return error_body(request_id, _invalid(reason))
         try:
             result = self.methods.dispatch(method, message.get("params"), version, modern=False, call=call,
                                            body_bytes=body_bytes)

@@ -94,10 +94,12 @@ class McpMethods:
                           operator=meta.get(OPERATOR_META_KEY) is True, **_linked(call))
         try:
             if self.max_body_bytes is not None and body_bytes > self.max_body_bytes:
-                raise oversized_arguments(self.registry.get(name), params.get("arguments"), body_bytes, self.max_body_bytes)
+                raise oversized_arguments(self.registry.get(name), params.get("arguments"), body_bytes,
+                                          self.max_body_bytes)
             result = self.registry.call(name, params.get("arguments"), ctx)
         except UnknownTool:
-            raise RpcError(INVALID_PARAMS, f"Unknown tool: {name} (this server has: {', '.join(t['name'] for t in self.registry.listing())})") from None
+            raise RpcError(INVALID_PARAMS, f"Unknown tool: {name} (this server has: "
+                                           f"{', '.join(t['name'] for t in self.registry.listing())})") from None
         except ToolArgumentsError as exc:
             # An input validation error is a tool execution error, so the model can correct itself
             # (spec 2025-11-25 changelog, SEP-1303), not a protocol error.

@@ -20,6 +20,7 @@ def check_name(value: object, field: str = "name") -> str:
     if not _NAME_RE.fullmatch(value):
         shown = value if len(value) <= 80 else value[:77] + "..."
         raise InvalidName(
-            f"{field}: {shown!r} is not allowed: use only lowercase letters, digits and '-', 1 to 63 characters ({NAME_RULE})"
+            f"{field}: {shown!r} is not allowed: use only lowercase letters, digits and '-', "
+            f"1 to 63 characters ({NAME_RULE})"
         )
     return value

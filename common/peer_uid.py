@@ -98,7 +98,8 @@ def _netlink() -> socket.socket:
     because opening one cost more than the lookup itself."""
     nl = getattr(_local, "socket", None)
     if nl is None:
-        nl = _local.socket = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC, NETLINK_SOCK_DIAG)
+        nl = _local.socket = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC,
+                                           NETLINK_SOCK_DIAG)
     return nl
 
 

@@ -160,14 +160,16 @@ def _create_waitress(app: WSGIApplication, settings: ServerSettings) -> Server:
         threads=settings.threads,
         connection_limit=settings.connection_limit,
         channel_timeout=settings.channel_timeout,
-        max_request_body_size=settings.body_ceiling_bytes,  # waitress answers 413 before buffering more (mcp_http: the rest)
+        # waitress answers 413 before buffering more (mcp_http: the rest).
+        max_request_body_size=settings.body_ceiling_bytes,
         ident="hive",
         clear_untrusted_proxy_headers=True,
         # Read ahead one request so waitress notices a hang-up during a long inline wait and offers
         # environ["waitress.client_disconnected"] (the bash engine then leaves the result as a todo).
         channel_request_lookahead=1,
         send_bytes=SEND_BYTES,
-        cleanup_interval=SWEEP_SECONDS,  # how often a request past --body-timeout (or a silent connection) is looked for
+        # How often a request past --body-timeout (or a silent connection) is looked for.
+        cleanup_interval=SWEEP_SECONDS,
     )
 
 
@@ -218,7 +220,8 @@ def _bound_port(server: Server) -> int:
     return int(server.effective_port)  # type: ignore[attr-defined]  # set by waitress, not in types-waitress
 
 
-def serve_daemon(app: WSGIApplication, settings: ServerSettings, *, on_stop: Callable[[], None], listener: Listener | None = None) -> None:
+def serve_daemon(app: WSGIApplication, settings: ServerSettings, *, on_stop: Callable[[], None],
+                 listener: Listener | None = None) -> None:
     """Serve `app` (on `listener`, bound earlier, or on a socket bound now) until SIGTERM/SIGINT; then call
     on_stop(), stop serving and return."""
     listener = listener or listen(settings)

@@ -62,7 +62,8 @@ def share_gid(group: str | None) -> int | None:
     try:
         return grp.getgrnam(group).gr_gid
     except KeyError:
-        raise click.BadParameter(f"{group!r} is neither a gid nor a group of this machine", param_hint="--share-group") from None
+        raise click.BadParameter(f"{group!r} is neither a gid nor a group of this machine",
+                                 param_hint="--share-group") from None
 
 
 def claim_state_dir(path: Path | str, name: str, gid: int | None = None) -> StateDir:
@@ -139,12 +140,14 @@ def _lock(lock_path: Path, name: str) -> int:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            raise StateDirRefused(f"state directory {lock_path.parent} is in use by another {name} daemon (pid {holder}): "
+            raise StateDirRefused(f"state directory {lock_path.parent} is in use by another {name} daemon "
+                                  f"(pid {holder}): "
                                   "stop it first, or give this one another --state-dir") from None
         os.ftruncate(fd, 0)
         try:
             write_all_at(fd, f"{os.getpid()}\n".encode())
-        except OSError as exc:  # a full disk: the lock holds all the same; only a refused second daemon's message lacks the pid
+        except OSError as exc:
+            # A full disk: the lock holds all the same; only a refused second daemon's message lacks the pid.
             log.warning("cannot write the pid into %s (%s)", lock_path, exc.strerror or exc)
         return fd
     except BaseException:

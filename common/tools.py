@@ -1,8 +1,9 @@
 """Declaring a tool once (name, description for the model, input schema, handler) and calling it safely.
 
 Arguments are validated with `jsonschema` against the declared schema; each error names the field and the
-rule. A handler signals an expected failure by raising `ToolError` or a `Refusal` (an `isError` result the model reads); any
-other exception becomes a short `isError` result, logged with its traceback, and the server keeps serving.
+rule. A handler signals an expected failure by raising `ToolError` or a `Refusal` (an `isError` result the model
+reads); any other exception becomes a short `isError` result, logged with its traceback, and the server keeps
+serving.
 """
 
 import difflib
@@ -176,7 +177,8 @@ def _rule(error: jsonschema.ValidationError, hints: Mapping[str, str]) -> str:
     return error.message
 
 
-def validate_arguments(schema: dict[str, Any] | Any, arguments: Any, hints: Mapping[str, str] | None = None) -> dict[str, Any]:
+def validate_arguments(schema: dict[str, Any] | Any, arguments: Any,
+                       hints: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Return `arguments` if they satisfy `schema` (a JSON schema, or an ArgumentValidator built from one);
     raise ToolArgumentsError naming every bad field."""
     if arguments is None:

@@ -184,7 +184,8 @@ class TodoDelivery:
             # end), and a log line each costs throughput
             # (docs/performance.md) and buries everything else. That todos wait in the outbox is said once at
             # start-up; `hive-todos outbox` lists them.
-            log.debug("todo (no harness socket) %s %s/%s %s", message["op"], self.source, key, message.get("summary", ""))
+            log.debug("todo (no harness socket) %s %s/%s %s",
+                      message["op"], self.source, key, message.get("summary", ""))
         return True
 
     # ------------------------------------------------------------------------------------------ the delivery thread
