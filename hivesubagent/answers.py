@@ -80,6 +80,16 @@ class Outcome(TypedDict):
 
 
 @final
+class StopWait(TypedDict):
+    """How interrupt's wait for the end went (engine.SubagentEngine.interrupt)."""
+
+    seconds: float  # the window: the grace (soft) plus the time an exit takes to be recorded
+    waited: float
+    skipped: bool  # every inline-wait slot was taken: answered at once, without waiting
+    kill_grace: float | None  # a soft interrupt: SIGKILL follows this long after the SIGINT; None: SIGKILL was sent
+
+
+@final
 class TurnView(TypedDict):
     """A turn this daemon runs (or just ended), as start, continue, interrupt and status answer it."""
 
@@ -105,6 +115,7 @@ class TurnView(TypedDict):
     stall: str | None
     outcome: NotRequired[Outcome]
     archived: NotRequired[list[str]]  # start: the earlier sessions of the name it archived
+    wait: NotRequired[StopWait]  # interrupt: how its wait for the end went
 
 
 @final

@@ -129,7 +129,8 @@ class SubagentEngine:
 
     def interrupt(self, name: str, force: bool = False) -> TurnView:
         """SIGINT (or SIGKILL with `force`) to the running turn of `name`; answer with its outcome when it ends
-        within the grace period (a soft interrupt becomes SIGKILL after `kill_grace`)."""
+        within the grace period (a soft interrupt becomes SIGKILL after `kill_grace`). Its `wait` says how the
+        wait went: with every inline-wait slot taken it answers at once (`skipped`)."""
         name = session_name(name)
         with self.table.cond:
             turn = self.table.running_locked(name)
@@ -139,8 +140,11 @@ class SubagentEngine:
             if turn.spawned is None:  # its start was refused or failed while we waited: nothing ran
                 raise SubagentError(f"name: {name!r} is not running (its start did not get as far as running claude)")
         self.runner.stop(turn, force=force, reason="interrupt(force=true)" if force else "interrupt")
-        self._wait_ended(turn, AFTER_KILL_SECONDS if force else self.settings.kill_grace + AFTER_KILL_SECONDS)
-        return self._view(turn)
+        grace = self.settings.kill_grace
+        wait = waits.wait_stopped(self.table, turn, AFTER_KILL_SECONDS + (0 if force else grace), self._slots, grace)
+        view = self._view(turn)
+        view["wait"] = wait
+        return view
 
     def status(self, name: str | None = None, result_offset: int | None = None) -> SessionList | SessionAnswer:
         """One session (running or from its transcript), or every known session when `name` is None.
@@ -246,11 +250,6 @@ class SubagentEngine:
         with self.table.cond:
             self.table.wait_locked(lambda: turn.stream.init_seen or turn.state == T.ENDED, self.settings.confirm_wait)
             return views.turn_view(turn, self.settings.result_chars)
-
-    def _wait_ended(self, turn: Turn, seconds: float) -> bool:
-        with self._slots.held() as got, self.table.cond:
-            # every wait slot busy: answer with the state as it is
-            return self.table.wait_locked(lambda: turn.state == T.ENDED, seconds if got else 0.0)
 
     def _view(self, turn: Turn) -> TurnView:
         with self.table.cond:

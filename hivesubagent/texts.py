@@ -17,6 +17,7 @@ from hivesubagent.answers import (
     SessionAnswer,
     SessionList,
     Steps,
+    StopWait,
     TurnView,
     WaitedSessions,
     WaitFacts,
@@ -83,9 +84,9 @@ def turn_result(view: TurnView, verb: str, notices: Notices) -> ToolResult:
                **known(model=view.get("model")), **caps)
     lines = [first]
     wait = f'status(name="{name}", wait_seconds=30)'
-    if verb == "interrupted":
-        lines.append(f"signals sent: {', '.join(f'{k} ({v})' for k, v in view['signals'].items())}; the turn has not ended yet.")
-        lines.append(notices.say(f"Its outcome arrives as a todo; {wait} waits for it.", f"{wait} waits for its outcome."))
+    if "wait" in view:
+        lines[0] += " " + kv(**_stop_wait_facts(view["wait"]))
+        lines += _not_ended_yet(view, view["wait"], wait, notices)
     else:
         if view.get("archived"):
             lines.append("archived the earlier session(s) of this name: " + ", ".join(view["archived"]))
@@ -94,6 +95,28 @@ def turn_result(view: TurnView, verb: str, notices: Notices) -> ToolResult:
                      f'its progress, interrupt(name="{name}") stops it.')
     lines.append(f"transcript: {view['transcript']}")
     return ToolResult(text="\n".join(lines), data=answers.data(view))
+
+
+def _stop_wait_facts(wait: StopWait) -> dict[str, Any]:
+    return {"waited_s": wait["waited"], **({"wait_skipped": "busy"} if wait["skipped"] else {})}
+
+
+def _not_ended_yet(view: TurnView, wait: StopWait, again: str, notices: Notices) -> list[str]:
+    """An interrupt answered before the turn ended: the signals sent, why it did not wait longer, the SIGKILL
+    still due, and the one call to make (interrupt again would only send what was sent)."""
+    sent = ", ".join(f"{k} ({v})" for k, v in view["signals"].items())
+    if wait["skipped"]:
+        why = "this call did not wait for its end: every inline-wait slot is taken by other calls"
+        later = " (do not retry at once: do other work first, or end the waits you no longer need)"
+    else:
+        why, later = f"it had not ended after waiting {wait['waited']:.1f}s", ""
+    lines = [f"signals sent: {sent}; the turn is still running: {why}."]
+    if wait["kill_grace"] is not None and "SIGKILL" not in view["signals"]:
+        lines.append(f"SIGKILL follows if it is still running {wait['kill_grace']:g}s after the SIGINT; "
+                     f'interrupt(name="{view["name"]}", force=true) sends it now.')
+    lines.append(notices.say(f"Its outcome arrives as a todo; {again} waits for it{later}.",
+                             f"Next: {again} waits for its outcome{later}."))
+    return lines
 
 
 def _progress_line(p: ProgressData) -> str:

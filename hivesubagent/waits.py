@@ -1,5 +1,5 @@
 """`status` waits: until the first (or, with `all`, the last) of some running turns ends, or the capped window
-closes.
+closes; and interrupt's wait for the turn it signalled (`wait_stopped`).
 
 A turn's end wakes the wait through the table's condition (no polling), as does every event of claude's stream
 (`TurnTable.changed_locked`, which counts them). A wait takes one of the daemon's inline-wait slots
@@ -19,7 +19,7 @@ from common.call_progress import NO_PROGRESS, Cancellation, paced_wait
 from common.humanize import one_line
 from common.waiting import WaitSlots, WaitWindow
 from hivesubagent import turn as T
-from hivesubagent.answers import WaitFacts
+from hivesubagent.answers import StopWait, WaitFacts
 from hivesubagent.turn import Turn
 from hivesubagent.turns import TurnTable
 
@@ -61,6 +61,18 @@ def wait_turns(table: TurnTable, turns: list[Turn], want_all: bool, window: Wait
     with table.cond:
         ended = tuple(t.name for t in turns if t.state == T.ENDED)
     return WaitOutcome(window, clock() - start, skipped, want_all, ended)
+
+
+def wait_stopped(table: TurnTable, turn: Turn, seconds: float, slots: WaitSlots, kill_grace: float,
+                 clock: Callable[[], float] = time.monotonic) -> StopWait:
+    """interrupt's wait: until the signalled `turn` ends or `seconds` pass, in an inline-wait slot; with every
+    slot taken, none (`skipped`: the answer comes at once). `kill_grace` is kept while a SIGKILL is still due."""
+    start = clock()
+    with slots.held() as got, table.cond:
+        if got:
+            table.wait_locked(lambda: turn.state == T.ENDED, seconds)
+        due = None if "SIGKILL" in turn.sent else kill_grace
+    return {"seconds": seconds, "waited": round(clock() - start, 3), "skipped": not got, "kill_grace": due}
 
 
 def progress_message(turns: list[Turn], waited: float) -> str:

@@ -12,6 +12,7 @@ from daemon_harness import wait_until
 from kit.fake_ops import FIRST_PID, RecordingOps
 
 from common.process_seam import ProcInfo
+from hivesubagent.tools import build_registry
 
 INT, KILL = signal.SIGINT, signal.SIGKILL
 INIT = json.dumps({"type": "system", "subtype": "init", "session_id": "s", "model": "m"}).encode() + b"\n"
@@ -82,3 +83,52 @@ def test_shutdown_interrupts_then_kills_what_ignores_sigint(turn, ops):
     sent = group_signals(ops, pid)  # the kill_grace timer and shutdown's own escalation may both send SIGKILL
     assert sent[0] == INT and set(sent[1:]) == {KILL} and len(sent) >= 3, sent
     assert ("stop", [TOOL.pid], True) in ops.calls and ops.ops("reap") == [("reap", pid)]
+
+
+def _take_every_slot(slots) -> int:
+    taken = 0
+    while slots.try_acquire():
+        taken += 1
+    return taken
+
+
+def test_an_interrupt_with_every_wait_slot_taken_answers_at_once_saying_what_was_sent_and_the_next_call(turn, ops):
+    """The slots are taken by hand (as other calls' waits would): the answer may not wait, so it says the SIGINT
+    went out, that the turn still runs, why this call did not wait, the SIGKILL still due and the one next call."""
+    engine, todos, pid = turn
+    ops.ignore = {INT}  # still running when the answer is made; the kill_grace SIGKILL ends it
+    tools = build_registry(engine)
+    taken = _take_every_slot(engine._slots)
+    try:
+        answer = tools.call("interrupt", {"name": "t"})
+    finally:
+        for _ in range(taken):
+            engine._slots.release()
+    text = answer.text
+    assert answer.data["wait"]["skipped"] is True and answer.data["state"] == "stopping", answer.data
+    assert " wait_skipped=busy" in text.splitlines()[0] and not answer.is_error, text
+    assert ("signals sent: SIGINT (interrupt); the turn is still running: this call did not wait for its end: every "
+            "inline-wait slot is taken by other calls.") in text, text
+    assert 'SIGKILL follows if it is still running 0.3s after the SIGINT; interrupt(name="t", force=true) sends it now.' in text
+    assert 'status(name="t", wait_seconds=30) waits for' in text and "do not retry at once" in text, text
+    assert len(text.encode()) < 8192 and group_signals(ops, pid)[0] == INT
+    assert ops.wait_for_call(lambda c: c[0] == "reap") == ("reap", pid)  # the SIGKILL that was due came
+    assert group_signals(ops, pid)[:2] == [INT, KILL]
+
+
+def test_an_interrupt_whose_turn_outlives_the_wait_says_how_long_it_waited(turn, ops, monkeypatch):
+    """A claude that does not die even of SIGKILL within the wait (stuck in the kernel): the answer says the
+    signal went out and how long it waited, with no SIGKILL left to promise, and the call that waits on."""
+    from hivesubagent import engine as engine_module
+
+    engine, todos, pid = turn
+    monkeypatch.setattr(engine_module, "AFTER_KILL_SECONDS", 0.2)
+    exits = ops.exit
+    monkeypatch.setattr(ops, "exit", lambda pid, status: None)
+    answer = build_registry(engine).call("interrupt", {"name": "t", "force": True})
+    exits(pid, KILL)  # now it dies, for the teardown
+    text = answer.text
+    assert answer.data["wait"]["skipped"] is False and answer.data["wait"]["kill_grace"] is None, answer.data
+    assert "signals sent: SIGKILL (interrupt(force=true)); the turn is still running: it had not ended after waiting 0." in text
+    assert "SIGKILL follows" not in text and "wait_skipped" not in text, text
+    assert 'status(name="t", wait_seconds=30) waits for its outcome.' in text or "waits for it." in text, text
