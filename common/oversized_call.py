@@ -20,7 +20,7 @@ def _size(value: Any) -> int:
     return len(json.dumps(value, separators=(",", ":")))
 
 
-def _own_limit(tool: Tool, name: str) -> str:
+def _own_limit(tool: Tool[Any], name: str) -> str:
     """The argument's own limit, as the tool declares it (bytes when it checks bytes, else the schema's length)."""
     if name in (tool.byte_limits or {}):
         return f"; {name} itself allows at most {tool.byte_limits[name]:,} bytes of UTF-8"  # type: ignore[index]
@@ -30,7 +30,7 @@ def _own_limit(tool: Tool, name: str) -> str:
     return ""
 
 
-def oversized_arguments(tool: Tool, arguments: Any, body_bytes: int, limit: int) -> ToolArgumentsError:
+def oversized_arguments(tool: Tool[Any], arguments: Any, body_bytes: int, limit: int) -> ToolArgumentsError:
     """The refusal of a call whose request body (`body_bytes`) is over `limit`, naming its largest argument."""
     request = f"the request is {body_bytes:,} bytes, over the {limit:,}-byte ({limit / 2**20:g} MiB) request limit"
     if isinstance(arguments, dict) and arguments:

@@ -8,9 +8,9 @@ serving.
 
 import difflib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import jsonschema
 from jsonschema import Draft202012Validator
@@ -81,15 +81,18 @@ class ToolResult:
     is_error: bool = False
 
 
-Handler = Callable[[dict[str, Any], CallContext], ToolResult]
+# A handler's arguments: the TypedDict of its tool's input schema (hivebash/tools.py `RunArgs`, ...), so mypy
+# checks every key a handler reads; at run time a plain dict, as the registry validated it.
+Args = TypeVar("Args", bound=Mapping[str, Any])
+Handler = Callable[[Args, CallContext], ToolResult]
 
 
 @dataclass(frozen=True)
-class Tool:
+class Tool(Generic[Args]):
     name: str
     description: str
     input_schema: dict[str, Any]
-    handler: Handler
+    handler: Handler[Args]
     title: str | None = None
     annotations: Mapping[str, Any] | None = None
     # An argument name a caller may mean, mapped to what to say (`{"prompt": "the first turn's prompt is
@@ -216,9 +219,10 @@ class ToolRegistry:
     """The tools one server offers, by name, in declaration order, and the server-wide guidance a model reads
     once (`instructions`: MCP's `initialize` and `server/discover` carry it)."""
 
-    def __init__(self, tools: list[Tool] | tuple[Tool, ...] = (), instructions: str | None = None):
+    def __init__(self, tools: Sequence[Tool[Any]] = (), instructions: str | None = None):
         self.instructions = instructions
-        self._tools: dict[str, Tool] = {}
+        # Tool[Any]: each tool's handler takes its own TypedDict; `call` is where a validated dict becomes it.
+        self._tools: dict[str, Tool[Any]] = {}
         # One validator a tool, built at registration: building one (a referencing registry and resolver) per
         # call was a tenth of a tools/call's Python time (docs/performance.md, "Measurements behind the code").
         # Most calls are answered by the quick check alone (common/quick_check.py); jsonschema judges the rest.
@@ -227,7 +231,7 @@ class ToolRegistry:
         for tool in tools:
             self.add(tool)
 
-    def add(self, tool: Tool) -> None:
+    def add(self, tool: Tool[Any]) -> None:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} declared twice")
         Draft202012Validator.check_schema(tool.input_schema)
@@ -238,14 +242,14 @@ class ToolRegistry:
     def listing(self) -> list[dict[str, Any]]:
         return [t.listing() for t in self._tools.values()]
 
-    def tools(self) -> list[Tool]:
+    def tools(self) -> list[Tool[Any]]:
         """The declared tools, in declaration order."""
         return list(self._tools.values())
 
     def __contains__(self, name: str) -> bool:
         return name in self._tools
 
-    def get(self, name: str) -> Tool:
+    def get(self, name: str) -> Tool[Any]:
         """The tool of that name; UnknownTool if none."""
         tool = self._tools.get(name)
         if tool is None:
@@ -264,6 +268,9 @@ class ToolRegistry:
             _check_encodable(args, "")  # the quick check looks at types and lengths only
         else:
             args = validate_arguments(self._validators[name], arguments, tool.argument_hints)
+        # The one seam where the call's dict becomes trusted: it satisfies the tool's schema (quick check or
+        # jsonschema, just above), and so the handler's TypedDict of that schema (tests/test_tool_args.py holds
+        # the two equal). Tool[Any] passes it through untouched: no cast, no copy, nothing checked again.
         try:
             return tool.handler(args, ctx or CallContext())
         except ToolError as exc:

@@ -3,11 +3,25 @@ call). The verb itself is send.py."""
 
 from __future__ import annotations
 
+from typing import Required, TypedDict
+
 from common.tools import ToolResult, closed_object
 
 from .answer_texts import facts_line, still_alive_line
 from .keys import LISTED, MAX_KEYS
 from .send import SEND_LIMIT, SEND_WAIT_DEFAULT, SendOutcome
+
+
+class SendArgs(TypedDict, total=False):
+    """`send`'s arguments, as send_tool's schema declares them (hivebash/tools.py reads them)."""
+
+    id: Required[str]
+    text: str
+    keys: list[str]
+    enter: bool
+    eof: bool
+    wait_seconds: float
+    wait_for: str
 
 
 def send_tool(id_schema: dict, wait_for_schema: dict) -> dict:

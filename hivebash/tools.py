@@ -1,10 +1,14 @@
-"""The MCP surface of the bash daemon: `run`, `status`, `send`, `kill`, `list`, their schemas and handlers (the
-answers' text and data: hivebash/views.py)."""
+"""The MCP surface of the bash daemon: `run`, `status`, `send`, `kill`, `list`, their schemas, their arguments'
+TypedDicts and handlers (the answers' text and data: hivebash/views.py).
+
+Each tool's arguments are declared twice, side by side: the JSON schema the registry validates a call against,
+and the TypedDict its handler reads, so mypy checks every key read (tests/test_tool_args.py holds the two to
+the same keys and the same required ones)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Required, TypedDict, TypeVar
 
 from common.names import NAME_RULE
 from common.notices import NO_SOCKET, Notices
@@ -17,7 +21,7 @@ from .answer_texts import kill_result, many_result, outcome_result
 from .arguments import MAX_CMD_BYTES
 from .engine import MAX_IDS, Engine
 from .list_view import list_result
-from .send_tool import send_result, send_tool
+from .send_tool import SendArgs, send_result, send_tool
 from .task_input import KINDS
 from .views import ManyOutcome
 
@@ -38,6 +42,18 @@ WAIT_FOR_SCHEMA = {
     "description": "A Python regex: the inline wait also ends when a new line of output matches it.",
 }
 LIST_LIMIT_MAX = 1000
+
+
+class RunArgs(TypedDict, total=False):
+    """`run`'s arguments, as run_tool's schema declares them."""
+
+    cmd: Required[str]
+    timeout_secs: int
+    wait_seconds: float
+    wait_for: str
+    stdin: str  # one of task_input.KINDS
+    name: str
+    cwd: str
 
 
 def run_tool(default_cwd: str, notices: Notices) -> dict[str, Any]:
@@ -101,6 +117,23 @@ def run_tool(default_cwd: str, notices: Notices) -> dict[str, Any]:
     )
 
 
+class StatusArgs(TypedDict, total=False):
+    """`status`'s arguments, as status_tool's schema declares them."""
+
+    id: str
+    ids: list[str]
+    all: bool
+    wait_seconds: float
+    wait_for: str
+    grep: str
+    context: int
+    from_line: int
+    max_lines: int
+    tail_lines: int
+    stream: str  # one of output_views.STREAMS
+    new_only: bool
+
+
 def status_tool(notices: Notices) -> dict[str, Any]:
     clears = notices.say(" Showing you a finished task clears its todo.", "")
     return dict(
@@ -144,6 +177,14 @@ def status_tool(notices: Notices) -> dict[str, Any]:
     )
 
 
+class KillArgs(TypedDict, total=False):
+    """`kill`'s arguments, as kill_tool's schema declares them."""
+
+    id: Required[str]
+    force: bool
+    wait_seconds: float
+
+
 def kill_tool(notices: Notices) -> dict[str, Any]:
     ending = notices.say("a later end surfaces as a todo (or check with status)", "check a later end with status")
     return dict(
@@ -169,6 +210,14 @@ def kill_tool(notices: Notices) -> dict[str, Any]:
     )
 
 
+class ListArgs(TypedDict, total=False):
+    """`list`'s arguments, as LIST's schema declares them."""
+
+    state: str  # one of task.STATE_ORDER
+    limit: int
+    offset: int
+
+
 LIST: dict[str, Any] = dict(
     name="list",
     description=(
@@ -191,16 +240,19 @@ LIST: dict[str, Any] = dict(
 # ----- handlers -----------------------------------------------------------------------------------------------
 
 
-def _bound(engine: Engine | None, fn: Callable[[Engine, dict[str, Any], CallContext], ToolResult]) -> Handler:
+A = TypeVar("A", bound=Mapping[str, Any])
+
+
+def _bound(engine: Engine | None, fn: Callable[[Engine, A, CallContext], ToolResult]) -> Handler[A]:
     """`fn` with the engine; its refusals (common.tools.Refusal) are answered by the registry."""
-    def handler(args: dict[str, Any], ctx: CallContext) -> ToolResult:
+    def handler(args: A, ctx: CallContext) -> ToolResult:
         if engine is None:
             raise ToolError("this registry only declares the tools (built without an engine)")
         return fn(engine, args, ctx)
     return handler
 
 
-def _run(engine: Engine, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+def _run(engine: Engine, args: RunArgs, ctx: CallContext) -> ToolResult:
     outcome = engine.run(args["cmd"], timeout_secs=args.get("timeout_secs"), wait_seconds=args.get("wait_seconds"),
                          name=args.get("name"), cwd=args.get("cwd"), client_gone=ctx.client_gone,
                          wait_for=args.get("wait_for"), stdin=args.get("stdin"), cancel=ctx.cancel,
@@ -208,7 +260,7 @@ def _run(engine: Engine, args: dict[str, Any], ctx: CallContext) -> ToolResult:
     return outcome_result(outcome, started_form=True)
 
 
-def _send(engine: Engine, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+def _send(engine: Engine, args: SendArgs, ctx: CallContext) -> ToolResult:
     return send_result(engine.send(args["id"], text=args.get("text"), keys=args.get("keys"),
                                    enter=args.get("enter"), eof=args.get("eof"),
                                    wait_seconds=args.get("wait_seconds"), wait_for=args.get("wait_for"),
@@ -216,28 +268,29 @@ def _send(engine: Engine, args: dict[str, Any], ctx: CallContext) -> ToolResult:
                                    progress=ctx.progress))
 
 
-def _status(engine: Engine, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+def _status(engine: Engine, args: StatusArgs, ctx: CallContext) -> ToolResult:
     view = ov.check_view(args.get("grep"), args.get("context"), args.get("from_line"), args.get("max_lines"),
                          args.get("stream"), args.get("new_only"), args.get("tail_lines"))
-    if args.get("ids") is not None and view != ov.ViewRequest():
+    ids, every = args.get("ids"), args.get("all", False)
+    if ids is not None and view != ov.ViewRequest():
         raise ToolError("ids: shows one line a task; ask for a view (grep, from_line, tail_lines, stream, "
                         "new_only) with id")
-    if args.get("all") and args.get("ids") is None:
+    if every and ids is None:
         raise ToolError("all: goes with ids (wait until every one of several tasks has ended)")
     outcome = engine.status(args.get("id"), wait_seconds=args.get("wait_seconds"), client_gone=ctx.client_gone,
-                            ids=args.get("ids"), wait_for=args.get("wait_for"), view=view, operator=ctx.operator,
-                            cancel=ctx.cancel, progress=ctx.progress, every=bool(args.get("all")))
+                            ids=ids, wait_for=args.get("wait_for"), view=view, operator=ctx.operator,
+                            cancel=ctx.cancel, progress=ctx.progress, every=every)
     if isinstance(outcome, ManyOutcome):
         return many_result(outcome)
     return outcome_result(outcome, started_form=False)
 
 
-def _kill(engine: Engine, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-    return kill_result(engine.kill(args["id"], force=bool(args.get("force", False)),
+def _kill(engine: Engine, args: KillArgs, ctx: CallContext) -> ToolResult:
+    return kill_result(engine.kill(args["id"], force=args.get("force", False),
                                    wait_seconds=args.get("wait_seconds")))
 
 
-def _list(engine: Engine, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+def _list(engine: Engine, args: ListArgs, ctx: CallContext) -> ToolResult:
     offset = args.get("offset", 0)
     views, total = engine.list(state=args.get("state"), limit=args.get("limit", 50), offset=offset)
     return list_result(views, total, args.get("state"), offset)

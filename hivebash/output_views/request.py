@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
 
 from .grep_view import compile_pattern, grep
 from .reading import CONTEXT_MAX, MAX_LINES_MAX, VIEW_BUDGET, Source, View, ViewError
@@ -51,9 +50,12 @@ def _check_plain_fields(stream: object, new_only: object, tail_lines: object) ->
         raise ViewError(f"tail_lines: must be an integer from 1 to {MAX_LINES_MAX}")
 
 
-def check_view(grep: object = None, context: object = None, from_line: object = None, max_lines: object = None,
-               stream: object = None, new_only: object = None, tail_lines: object = None) -> ViewRequest:
-    """A ViewRequest, or a ViewError naming the field and the rule. `max_lines` alone reads the last lines."""
+def check_view(grep: str | None = None, context: int | None = None, from_line: int | None = None,
+               max_lines: int | None = None, stream: str | None = None, new_only: bool | None = None,
+               tail_lines: int | None = None) -> ViewRequest:
+    """A ViewRequest, or a ViewError naming the field and the rule. `max_lines` alone reads the last lines.
+    Typed as `StatusArgs` has them (hivebash/tools.py); the type checks below repeat the schema's, so any
+    caller gets a ViewError that names the field."""
     _check_plain_fields(stream, new_only, tail_lines)
     chosen = [name for name, value in (("grep", grep), ("from_line", from_line), ("new_only", new_only or None),
                                        ("tail_lines", tail_lines)) if value is not None]
@@ -75,9 +77,7 @@ def check_view(grep: object = None, context: object = None, from_line: object = 
         raise ViewError(f"max_lines: must be an integer from 1 to {MAX_LINES_MAX}")
     if from_line is not None and (isinstance(from_line, bool) or not isinstance(from_line, int) or from_line == 0):
         raise ViewError("from_line: must be a non-zero integer (the first line is 1; -20 starts 20 lines from the end)")
-    # grep, stream and tail_lines are of their types by now: the checks above refused anything else.
-    return ViewRequest(cast("str | None", grep), context, from_line, max_lines, cast("str | None", stream),
-                       bool(new_only), cast("int | None", tail_lines))
+    return ViewRequest(grep, context, from_line, max_lines, stream, bool(new_only), tail_lines)
 
 
 def render(sources: list[Source], request: ViewRequest, seen_to: dict[str, int] | None = None,

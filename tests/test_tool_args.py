@@ -1,0 +1,72 @@
+"""Each tool's arguments TypedDict (what its handler reads, checked by mypy) declares exactly the keys of the
+tool's input schema (what the registry validates a call against) and requires exactly the ones the schema
+requires, in both daemons: the two declarations sit side by side and must not drift apart.
+
+The required keys are read from the annotations (`Required[...]`, `NotRequired[...]`, `total=`), not from
+`__required_keys__`: under `from __future__ import annotations` Python 3.11 files every key of a total=False
+TypedDict as optional there, `Required` or not.
+"""
+
+from __future__ import annotations
+
+from typing import NotRequired, Required, get_origin, get_type_hints
+
+import pytest
+
+from hivebash import tools as bash
+
+ARGS = {
+    ("bash", "run"): bash.RunArgs,
+    ("bash", "status"): bash.StatusArgs,
+    ("bash", "send"): bash.SendArgs,
+    ("bash", "kill"): bash.KillArgs,
+    ("bash", "list"): bash.ListArgs,
+}
+
+
+def _schemas() -> dict[tuple[str, str], dict]:
+    """Every tool's input schema as its daemon serves it (registries built without an engine)."""
+    return {(daemon, tool.name): tool.input_schema
+            for daemon, module in (("bash", bash),)
+            for tool in module.build_registry(None).tools()}
+
+
+SCHEMAS = _schemas()
+
+
+def _keys(typed_dict: type) -> tuple[set[str], set[str]]:
+    """(every key, the required keys) of a TypedDict, from its annotations."""
+    hints = get_type_hints(typed_dict, include_extras=True)
+    total = typed_dict.__total__
+    required = {key for key, hint in hints.items()
+                if get_origin(hint) is Required or (total and get_origin(hint) is not NotRequired)}
+    return set(hints), required
+
+
+def test_every_tool_has_its_arguments_typeddict():
+    assert set(ARGS) == set(SCHEMAS)
+
+
+@pytest.mark.parametrize("daemon, tool", sorted(SCHEMAS), ids=[f"{d}.{t}" for d, t in sorted(SCHEMAS)])
+def test_the_typeddict_declares_the_schemas_keys_and_requires_its_required_ones(daemon, tool):
+    schema, typed_dict = SCHEMAS[daemon, tool], ARGS[daemon, tool]
+    keys, required = _keys(typed_dict)
+    assert keys == set(schema["properties"]), f"{typed_dict.__name__} and {daemon}.{tool}'s schema differ in keys"
+    assert required == set(schema.get("required", ())), \
+        f"{typed_dict.__name__} and {daemon}.{tool}'s schema differ in required keys"
+
+
+def test_the_key_reading_finds_required_and_optional_keys():
+    """The reading above, on a TypedDict of each form (so the test cannot pass by reading nothing)."""
+    from typing import TypedDict
+
+    class Open(TypedDict, total=False):
+        a: Required[int]
+        b: str
+
+    class Closed(TypedDict):
+        a: int
+        b: NotRequired[str]
+
+    assert _keys(Open) == ({"a", "b"}, {"a"})
+    assert _keys(Closed) == ({"a", "b"}, {"a"})
