@@ -49,8 +49,8 @@ TIMEOUT_SCHEMA = {
     "type": "number",
     "exclusiveMinimum": 0,
     "maximum": 10080,
-    "description": "Minutes this turn may run (fractions allowed); then SIGINT, SIGKILL after the grace, and it "
-                   "ends as timed_out. Default: {default_timeout}.",
+    "description": "Minutes this turn may run (fractions allowed); then SIGINT, and SIGKILL {kill_grace} s later if "
+                   "it has not ended; it ends as timed_out. Default: {default_timeout}.",
 }
 BOUNDS = {"max_budget_usd": BUDGET_SCHEMA, "max_turns": MAX_TURNS_SCHEMA, "timeout_minutes": TIMEOUT_SCHEMA}
 

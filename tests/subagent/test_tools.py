@@ -226,6 +226,7 @@ def test_descriptions_name_the_defaults_in_force(tmp_path):
     assert props["max_budget_usd"]["description"].endswith("Default: $2.5.")
     assert props["max_turns"]["description"].endswith("Default: 50.")
     assert props["timeout_minutes"]["description"].endswith("Default: 15 minutes.")
+    assert "then SIGINT, and SIGKILL 3 s later if it has not ended" in props["timeout_minutes"]["description"]
     assert "SIGKILL if it has not ended 3 s later" in listing["interrupt"]["description"]
     unset = build_registry(_engine(tmp_path / "u", turn_timeout=0, max_turns=0)).listing()[1]["inputSchema"]["properties"]
     assert [unset[k]["description"].rsplit("Default: ", 1)[1] for k in ("max_budget_usd", "max_turns", "timeout_minutes")] == [
