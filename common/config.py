@@ -79,7 +79,7 @@ class ServerSettings:
     )
     max_body_bytes: int = knob(
         1024 * 1024, "bytes", "Largest request body accepted. A tools/call up to 8 times larger is answered with a "
-        "tool error naming its largest argument (so the model learns to write long scripts to a file); 413 above "
+        "tool error naming its largest argument and how the tool takes a file instead (Tool.file_route); 413 above "
         "that, or for any other method."
     )
     # Bodies over max_body_bytes but within this many times it are still read (waitress spools a body past its

@@ -1,5 +1,7 @@
 """What a tools/call whose body is over the request limit is told: which argument made it large, by how much, and
-what to do instead (issue 27: a plain-text HTTP 413 taught the model nothing, so it retried the same call).
+what to do instead (issue 27: a plain-text HTTP 413 taught the model nothing, so it retried the same call). What
+to do is the tool's own (`Tool.file_route`): a bash `run` runs a script by its path, a subagent's `continue`
+names the file in a short prompt; the sentence around it is written once, here.
 
 common/mcp_http.py reads such a body (up to ServerSettings.body_ceiling_bytes) and common/mcp_methods.py answers
 it through the same `isError` path as any argument refusal; the tool's handler never runs.
@@ -10,7 +12,8 @@ from typing import Any
 
 from common.tools import Tool, ToolArgumentsError
 
-ADVICE = "write long scripts or data to a file and pass its path instead (e.g. run `bash /path/to/script.sh`)"
+ADVICE = "write the long part to a file and {route}"  # the route: the tool's own (Tool.file_route)
+DEFAULT_ROUTE = "pass its path instead"
 
 
 def _size(value: Any) -> int:
@@ -38,4 +41,5 @@ def oversized_arguments(tool: Tool[Any], arguments: Any, body_bytes: int, limit:
         where = f"{name}: is {_size(arguments[name]):,} bytes, so {request}{_own_limit(tool, name)}"
     else:
         where = f"arguments: {request}"
-    return ToolArgumentsError(f"{where}. Nothing was run: {ADVICE}.")
+    advice = ADVICE.format(route=tool.file_route or DEFAULT_ROUTE)
+    return ToolArgumentsError(f"{where}. Nothing was run: {advice}.")

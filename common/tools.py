@@ -101,6 +101,9 @@ class Tool(Generic[Args]):
     # Arguments the handler limits in bytes of UTF-8 (the schema's maxLength counts characters): named with that
     # limit when a call's body is over the request limit (common/oversized_call.py).
     byte_limits: Mapping[str, int] | None = None
+    # How this tool takes a long part through a file instead, ending "write the long part to a file and ...":
+    # said when a call's body is over the request limit (common/oversized_call.py); None: "pass its path instead".
+    file_route: str | None = None
 
     def listing(self) -> dict[str, Any]:
         """The tool as `tools/list` shows it. No outputSchema: the Python SDK would then *require*

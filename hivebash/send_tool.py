@@ -55,6 +55,8 @@ def send_tool(id_schema: dict, wait_for_schema: dict) -> dict:
             },
             required=("id",),
         ),
+        file_route="redirect it into a task's input at its run (`cmd < /path/to/file`), or send a line that makes "
+                   "the task read the file",
     )
 
 

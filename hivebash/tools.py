@@ -296,13 +296,16 @@ def _list(engine: Engine, args: ListArgs, ctx: CallContext) -> ToolResult:
     return list_result(views, total, args.get("state"), offset)
 
 
+RUN_FILE_ROUTE = "run it by its path (e.g. `bash /path/to/script.sh`; data: `cmd < /path/to/data`)"
+
+
 def build_registry(engine: Engine | None) -> ToolRegistry:
     """The five tools bound to one engine."""
     # engine None: the declarations only (tests/robustness reads the schemas without an engine)
     cwd, notices = (engine.default_cwd, engine.notices) if engine is not None else ("the daemon's directory", Notices(True))
     return ToolRegistry([
         Tool(handler=_bound(engine, _run), title="Run a shell command in the background", **run_tool(cwd, notices),
-             byte_limits={"cmd": MAX_CMD_BYTES}),
+             byte_limits={"cmd": MAX_CMD_BYTES}, file_route=RUN_FILE_ROUTE),
         Tool(handler=_bound(engine, _status), title="Status and output of background tasks", **status_tool(notices),
              annotations={"readOnlyHint": True}),
         Tool(handler=_bound(engine, _send), title="Type into a background task", **send_tool(ID_SCHEMA, WAIT_FOR_SCHEMA)),

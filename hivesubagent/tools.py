@@ -92,6 +92,8 @@ START = dict(
         required=("name", "prompt_file"),
     ),
     title="Start a subagent session",
+    file_route="pass it by path: the instructions as prompt_file; a long first prompt as a short trigger that names "
+               "the file's absolute path (the subagent reads it with its Read tool)",
     argument_hints={"prompt": "the first turn's prompt is 'trigger'; the instructions file is 'prompt_file'"},
 )
 
@@ -113,6 +115,7 @@ CONTINUE = dict(
         required=("name", "prompt"),
     ),
     title="Continue a subagent session",
+    file_route="give a short prompt that names its absolute path (the subagent reads it with its Read tool)",
     argument_hints={"trigger": "continue's prompt is 'prompt'", "prompt_file": "start's instructions stay in force; continue takes 'prompt'"},
 )
 

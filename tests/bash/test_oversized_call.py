@@ -1,12 +1,15 @@
 """Issue 27 point 9: a `run` whose `cmd` makes the request body larger than the 1 MiB limit is answered as a tool
 error the model can act on (naming cmd, its size, both limits and what to do), in both protocol eras, through the
 official Python SDK client and raw HTTP against a real hive-bash-daemon. Other methods that large, and any body
-over the ceiling (8 MiB), still get HTTP 413."""
+over the ceiling (8 MiB), still get HTTP 413. The advice is each tool's own: on the subagent daemon a long prompt
+goes in a file the prompt names, not a bash script."""
 
 from __future__ import annotations
 
 import json
 import socket
+import sys
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import anyio
@@ -27,7 +30,8 @@ def daemon(tmp_path_factory):
 def _assert_names_cmd(text: str) -> None:
     assert text.startswith("invalid arguments for run: cmd: is 2,097,157 bytes"), text
     assert "1,048,576-byte (1 MiB) request limit" in text and "65,536 bytes of UTF-8" in text, text
-    assert "write long scripts or data to a file" in text and "bash /path/to/script.sh" in text, text
+    assert "Nothing was run: write the long part to a file and run it by its path" in text, text
+    assert "bash /path/to/script.sh" in text, text
     assert len(text.encode()) < 1024, "a short answer, not an echo of the argument"
 
 
@@ -78,6 +82,13 @@ def test_raw_handshake_tool_error_keeps_the_session_checks(daemon):
     assert resp.status == 400 and "Mcp-Session-Id" in body, "no session: refused as any call is"
 
 
+def test_a_send_that_large_is_told_to_redirect_a_file(daemon):
+    resp, body = modern(daemon.url, "tools/call", {"name": "send", "arguments": {"id": "t1", "text": "x" * (2 * 1024 * 1024)}})
+    text = body["result"]["content"][0]["text"]
+    assert body["result"]["isError"] is True and text.startswith("invalid arguments for send: text: is 2,097,152 bytes"), text
+    assert "Nothing was run: write the long part to a file and redirect it into a task's input at its run" in text, text
+
+
 def test_unknown_tool_that_large_is_the_usual_unknown_tool_error(daemon):
     resp, body = modern(daemon.url, "tools/call", {"name": "nope", "arguments": {"cmd": BIG_CMD}},
                         headers={"Mcp-Name": "nope"})
@@ -111,3 +122,24 @@ def test_over_the_ceiling_is_413_before_the_body(daemon, headers):
         while b"\r\n\r\n" not in reply and (chunk := sock.recv(4096)):
             reply += chunk
     assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
+
+
+@pytest.mark.parametrize("tool,arguments,advice", [
+    ("continue", {"name": "job", "prompt": "x" * (2 * 1024 * 1024)},
+     "write the long part to a file and give a short prompt that names its absolute path (the subagent reads it"),
+    ("start", {"name": "job", "prompt_file": "/nowhere.md", "trigger": "x" * (2 * 1024 * 1024)},
+     "write the long part to a file and pass it by path: the instructions as prompt_file; a long first prompt as a "
+     "short trigger that names the file's absolute path"),
+])
+def test_the_subagent_daemon_advises_its_own_way_to_pass_a_long_prompt(daemon_factory, tmp_path, tool, arguments, advice):
+    """No claude runs: the call is refused before its handler (so any claude_bin will do)."""
+    argv = [str(Path(sys.executable).parent / "hive-subagent-daemon"), "--claude-bin", "true", "--workdir", str(tmp_path),
+            "--state-dir", str(tmp_path / "state")]
+    url = daemon_factory(argv).url
+    resp, body = modern(url, "tools/call", {"name": tool, "arguments": arguments})
+    assert resp.status == 200 and body["result"]["isError"] is True, body
+    text = body["result"]["content"][0]["text"]
+    big = "prompt" if tool == "continue" else "trigger"
+    assert text.startswith(f"invalid arguments for {tool}: {big}: is 2,097,152 bytes"), text
+    assert "1,000,000 characters" in text and f"Nothing was run: {advice}" in text, text
+    assert "bash" not in text and "script" not in text and len(text.encode()) < 1024, text
