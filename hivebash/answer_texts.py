@@ -167,7 +167,8 @@ def _started_text(outcome: Outcome, facts: str) -> str:
     if outcome.window.capped:
         lines.append(f"(wait_seconds={outcome.window.asked:g} was capped at {outcome.window.seconds:g})")
     out = view.output.text if view.output and task.state != T.PENDING else ""
-    out = "".join(line for line in out.splitlines(True) if not (line.startswith("--- ") and line.endswith(": empty ---\n")))
+    out = "".join(line for line in out.splitlines(True)
+                  if not (line.startswith("--- ") and line.endswith(": empty ---\n")))
     files = f"output files: {view.stdout.path if view.stdout else ''} {view.stderr.path if view.stderr else ''}\n"
     return "\n".join(lines) + "\n" + matched_line(outcome) + out + files + input_step(task)
 
@@ -175,7 +176,8 @@ def _started_text(outcome: Outcome, facts: str) -> str:
 def _next(view: TaskView, notices: Notices) -> str:
     if view.task.state == T.PENDING:
         return notices.say(
-            f"It runs once a slot frees; its completion will surface as a todo. status(id=\"{view.task.id}\") checks it.\n",
+            "It runs once a slot frees; its completion will surface as a todo. "
+            f"status(id=\"{view.task.id}\") checks it.\n",
             f"It runs once a slot frees. No completion notice will come ({NO_SOCKET}): check it with "
             f"status(id=\"{view.task.id}\", wait_seconds=30).\n")
     return next_step(view.task.id, notices)
@@ -231,7 +233,8 @@ def many_result(outcome: ManyOutcome) -> ToolResult:
                        f"still running: {running[0]}; status(id=\"{running[0]}\", wait_seconds=30) waits for it")
     else:
         summary.append("all ended; status(id=...) shows a task's output")
-    text += "; ".join(summary) + f"{facts}\n" + matched_line(outcome.first) + (BUSY_ADVICE if outcome.first.wait_skipped else "")
+    busy = BUSY_ADVICE if outcome.first.wait_skipped else ""
+    text += "; ".join(summary) + f"{facts}\n" + matched_line(outcome.first) + busy
     data = {"tasks": [v.to_dict() for v in outcome.views], "ended": ended, "running": running,
             "ended_before": sorted(outcome.ended_before), "all": outcome.every, "wait": wait}
     if outcome.first.wait_for is not None:

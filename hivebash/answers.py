@@ -26,8 +26,8 @@ from .wait_progress import WaitTelling
 class Answers:
     """Views and inline waits over the registry (each method takes the lock itself)."""
 
-    def __init__(self, registry: TaskRegistry, store: TaskStore, ops: TaskProcessOps, slots: WaitSlots, notices: Notices,
-                 tail_bytes: int):
+    def __init__(self, registry: TaskRegistry, store: TaskStore, ops: TaskProcessOps, slots: WaitSlots,
+                 notices: Notices, tail_bytes: int):
         self.registry = registry
         self.store = store
         self.ops = ops
@@ -76,7 +76,8 @@ class Answers:
         return any(self.ops.is_alive(p) for e in entries if e.task.ended for p in list(e.leftovers))
 
     def sources(self, task_id: str) -> list[ov.Source]:
-        return [ov.Source("stdout", self.store.file(task_id, "out")), ov.Source("stderr", self.store.file(task_id, "err"))]
+        return [ov.Source("stdout", self.store.file(task_id, "out")),
+                ov.Source("stderr", self.store.file(task_id, "err"))]
 
     def view(self, task_id: str, request: ov.ViewRequest | None = None, shows: bool = False,
              settle: Callable[[LockedTasks, str], None] | None = None, brief: bool = False) -> TaskView:

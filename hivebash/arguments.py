@@ -39,7 +39,8 @@ class RunRequest:
     window: WaitWindow
 
 
-def check_run(cmd: Any, timeout_secs: Any, wait_seconds: Any, cwd: Any, default_cwd: str, wait_cap: float) -> RunRequest:
+def check_run(cmd: Any, timeout_secs: Any, wait_seconds: Any, cwd: Any, default_cwd: str,
+              wait_cap: float) -> RunRequest:
     if not isinstance(cmd, str) or not cmd.strip():
         raise EngineError("cmd: is required and must be a non-empty shell command")
     if len(cmd.encode("utf-8", "surrogatepass")) > MAX_CMD_BYTES:

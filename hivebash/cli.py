@@ -120,7 +120,8 @@ def main(ctx: click.Context, url: str, token_file: Path | None, timeout: float) 
 @click.option("--cwd", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Working directory of the task [default: this shell's].")
 @click.option("--stdin", type=click.Choice(["null", "pipe", "tty"]), default=None,
-              help="The task's input: null (/dev/null, the default), pipe or tty (then `send` and `attach` type into it).")
+              help="The task's input: null (/dev/null, the default), pipe or tty "
+                   "(then `send` and `attach` type into it).")
 @json_option
 @click.pass_obj
 def run_cmd(client: DaemonClient, cmd: tuple[str, ...], name: str | None, timeout_secs: int | None,
@@ -245,7 +246,8 @@ def tail_cmd(client: DaemonClient, task_id: str, follow: bool, stream: str, coun
     except FileNotFoundError:
         raise click.ClickException(f"{path}: no such file (is the daemon's state directory on this machine?)") from None
     except PermissionError:
-        raise click.ClickException(f"{path}: permission denied (the files are 0600, owned by the daemon's user)") from None
+        raise click.ClickException(f"{path}: permission denied (the files are 0600, "
+                                   "owned by the daemon's user)") from None
     sys.exit(_exit_for(data) if follow else 0)
 
 

@@ -2,9 +2,9 @@
 
 The rooms (docs/design.md has the whole map): registry.py (the one owner of the task table and its lock:
 `with registry.locked() as tasks:`), one module per verb (run.py, status.py, kill.py, listing.py,
-retention.py, recovery.py, shutdown.py; send.py for `send`), lifecycle.py (the workers' hooks: from the queue to the recorded end),
-answers.py (views and inline waits), todo_rules.py (which todo each task gets), process_ops.py (every process
-operation), arguments.py (request checks).
+retention.py, recovery.py, shutdown.py; send.py for `send`), lifecycle.py (the workers' hooks: from the queue to
+the recorded end), answers.py (views and inline waits), todo_rules.py (which todo each task gets), process_ops.py
+(every process operation), arguments.py (request checks).
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ class Engine:
     """Bash tasks: submit, observe, stop, list. Thread-safe; one instance per daemon."""
 
     def __init__(self, settings: BashSettings, todos: Todos | None = None, *, subreaper: bool = False,
-                 wait_cap: float = WAIT_CAP_SECONDS, env: dict[str, str] | None = None, ops: TaskProcessOps | None = None):
+                 wait_cap: float = WAIT_CAP_SECONDS, env: dict[str, str] | None = None,
+                 ops: TaskProcessOps | None = None):
         """`ops`: every process operation of the engine and its workers (tests pass a recording fake)."""
         self.settings = settings
         self.store = TaskStore(settings.state_dir, fsync=settings.fsync, fsync_window=settings.fsync_window,

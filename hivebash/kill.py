@@ -93,7 +93,8 @@ def _signalled_message(task_id: str, sig: str, shell_exited: bool, force: bool) 
     if shell_exited:
         message = f"task {task_id} is ending; {sig} goes to the processes it left behind"
     else:
-        message = f"sent {sig} to the process group of task {task_id}; status(id=\"{task_id}\", wait_seconds=5) shows its end"
+        message = (f"sent {sig} to the process group of task {task_id}; "
+                   f"status(id=\"{task_id}\", wait_seconds=5) shows its end")
     return message if force else message + "; if it does not exit, call kill again with force=true"
 
 

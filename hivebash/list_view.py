@@ -54,7 +54,8 @@ def list_result(views: list[TaskView], total: int, state: str | None, offset: in
     for r in stopped[:STOP_LINES]:
         text += f"{r['id']}!: {r['stop']}\n"
     if len(stopped) > STOP_LINES:
-        text += f"({len(stopped) - STOP_LINES} more marked !: a stop was sent and they still run; status(id) says which)\n"
+        text += (f"({len(stopped) - STOP_LINES} more marked !: a stop was sent and they still run; "
+                 "status(id) says which)\n")
     if any(r["leftover_processes"] for r in rows[:shown]):
         text += "(+N: the shell exited, N processes it started still run; kill(id) stops them)\n"
     left = total - offset - shown

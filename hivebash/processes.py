@@ -175,13 +175,15 @@ def _read_process_table() -> tuple[dict[int, tuple[int, float, str, psutil.Proce
 _table = SharedReading(_read_process_table)
 
 
-def process_table(fresh_after: float | None) -> tuple[dict[int, tuple[int, float, str, psutil.Process]], dict[int, list[int]]]:
+def process_table(fresh_after: float | None) -> tuple[dict[int, tuple[int, float, str, psutil.Process]],
+                                                      dict[int, list[int]]]:
     """pid -> (ppid, create_time, status, Process) for every process, and ppid -> child pids: one read of
     each /proc/<pid>/stat (psutil), shared by callers that can use a table taken after `fresh_after`."""
     return _table.get(fresh_after)
 
 
-def _find_everywhere(markers: dict[str, int | None], skip: set[int]) -> dict[str, list[ProcInfo]]:  # noqa: C901 - replaced by the one tree search (issue 24, item 3)
+# C901 below: replaced by the one tree search (issue 24, item 3).
+def _find_everywhere(markers: dict[str, int | None], skip: set[int]) -> dict[str, list[ProcInfo]]:  # noqa: C901
     """Every process on the machine, by marker or recorded group; descendants of those go with them."""
     by_group = {pgid: m for m, pgid in markers.items() if pgid is not None}
     facts = {}

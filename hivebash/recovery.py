@@ -43,7 +43,8 @@ def interrupt_stale(tasks: list[Task], kill_grace: float, ops: TaskProcessOps) -
     alive = _stop_stale_processes(stale, kill_grace, ops) if stale else set()
     now = time.time()
     for t in stale:
-        T.transition(t, T.INTERRUPTED, TaskResult(ended_at=now, duration=None, note=_note(t, t.marker in alive)))  # pending | running -> interrupted
+        result = TaskResult(ended_at=now, duration=None, note=_note(t, t.marker in alive))
+        T.transition(t, T.INTERRUPTED, result)  # pending | running -> interrupted
     return stale
 
 

@@ -81,7 +81,8 @@ def _queue(rooms: Rooms, task: Task, outputs: tuple[int, int], waits: bool) -> t
         tasks.enqueue(entry)
         if waits:
             tasks.agent.wait_inline([entry])  # before any worker can end it: see LockedTasks.recorded
-        ended = tasks.cancel(entry, T.INTERRUPTED, SHUT_DOWN_PENDING) if tasks.closing else None  # (shut down meanwhile)
+        # Cancelled if the daemon shut down meanwhile.
+        ended = tasks.cancel(entry, T.INTERRUPTED, SHUT_DOWN_PENDING) if tasks.closing else None
         mine = next((r for r in tasks.start_queued(rooms.lifecycle.runner_for) if r.task is task), None)
         if mine is not None:  # its worker would open them again
             mine.outputs = outputs
@@ -118,11 +119,13 @@ def _claim_id(rooms: Rooms, tasks: LockedTasks, name: str | None, candidate: str
             task_id = rooms.new_id()
         return task_id
     if rooms.spares.holds(name):  # being made as a spare right now (run dropped any made before)
-        raise EngineError(f"name: {name!r} is being set up for another task this instant; run again, or choose another name")
+        raise EngineError(f"name: {name!r} is being set up for another task this instant; run again, "
+                          "or choose another name")
     old = tasks.taken(name)
     if old is not None:
         if not old.ended:
-            raise EngineError(f"name: task {name!r} is still {old.shown_state}; wait for it, kill it, or choose another name")
+            raise EngineError(f"name: task {name!r} is still {old.shown_state}; wait for it, kill it, "
+                              "or choose another name")
         tasks.forget(tasks.get(name))  # its files are replaced by this run
     return name
 

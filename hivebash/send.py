@@ -132,7 +132,8 @@ class _Hit:
     number: int = 0
 
 
-def prompt_watches(entry: TaskEntry, sources: list[ov.Source], pattern: str, from_start: bool) -> list[tuple[str, PromptWatch]]:
+def prompt_watches(entry: TaskEntry, sources: list[ov.Source], pattern: str,
+                   from_start: bool) -> list[tuple[str, PromptWatch]]:
     """`wait_for` over a task that takes input: its prompts count (run's wait on a new tty or pipe task)."""
     return [(entry.id, PromptWatch(src, pattern, 0 if from_start else _size(src.path))) for src in sources]
 
@@ -191,11 +192,12 @@ class Sender:
         """The task's input handle, or the refusal that says why it takes none and what to do."""
         task = entry.task
         if task.stdin == NULL:
-            raise EngineError(f"id: task {task.id!r} was started with stdin \"null\" and reads no input; run it again "
-                              f"with stdin: \"pipe\" (plain input) or stdin: \"tty\" (a terminal, for prompts and REPLs)")
+            raise EngineError(f"id: task {task.id!r} was started with stdin \"null\" and reads no input; "
+                              "run it again with stdin: \"pipe\" (plain input) "
+                              "or stdin: \"tty\" (a terminal, for prompts and REPLs)")
         if task.ended:
-            raise EngineError(f"id: task {task.id!r} has ended (status={task.shown_state}); nothing reads its input any "
-                              f"more. status(id=\"{task.id}\") shows its output")
+            raise EngineError(f"id: task {task.id!r} has ended (status={task.shown_state}); nothing reads its input "
+                              f"any more. status(id=\"{task.id}\") shows its output")
         if req.keyed and task.stdin == PIPE:
             raise EngineError(f"keys: task {task.id!r} reads a pipe, not a terminal; control keys need stdin: \"tty\" "
                               "(send text, or eof: true to end its input)")

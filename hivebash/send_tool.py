@@ -44,11 +44,15 @@ def send_tool(id_schema: dict, wait_for_schema: dict) -> dict:
                 "text": {"type": "string", "maxLength": SEND_LIMIT,
                          "description": "What to type; Enter follows unless enter is false."},
                 "keys": {"type": "array", "minItems": 1, "maxItems": MAX_KEYS, "items": {"type": "string"},
-                         "description": f"Control keys pressed after text, in order (tty only): {LISTED}, ctrl-a..ctrl-z."},
-                "enter": {"type": "boolean", "description": "Press Enter after text (default true when text is given)."},
-                "eof": {"type": "boolean", "description": "End the input afterwards (a pipe is closed; a tty gets ctrl-d)."},
+                         "description": f"Control keys pressed after text, in order (tty only): {LISTED}, "
+                                        "ctrl-a..ctrl-z."},
+                "enter": {"type": "boolean",
+                          "description": "Press Enter after text (default true when text is given)."},
+                "eof": {"type": "boolean",
+                        "description": "End the input afterwards (a pipe is closed; a tty gets ctrl-d)."},
                 "wait_seconds": {"type": "number", "minimum": 0,
-                                 "description": f"Seconds to wait for output (default {SEND_WAIT_DEFAULT:g}, capped at 30)."},
+                                 "description": "Seconds to wait for output "
+                                                f"(default {SEND_WAIT_DEFAULT:g}, capped at 30)."},
                 "wait_for": wait_for_schema | {
                     "description": "A Python regex: stop waiting at a new output line matching it, the unfinished "
                                    "last line (a prompt) included, e.g. \">>> $\"."},

@@ -57,5 +57,5 @@ def shown_as(state: str) -> str:
 
 
 __all__ = ["ACTIVE", "ALIVE", "BadTransition", "DONE", "ENDED", "ENDING", "EXITED", "INTERRUPTED", "KILLED", "PENDING",
-           "RUNNING", "SHOWN", "STARTING", "ALL_STATES", "STATE_ORDER", "STOPPING", "SWEEPING", "TASK_STATES", "TERMINAL",
-           "TIMED_OUT", "shown_as"]
+           "RUNNING", "SHOWN", "STARTING", "ALL_STATES", "STATE_ORDER", "STOPPING", "SWEEPING", "TASK_STATES",
+           "TERMINAL", "TIMED_OUT", "shown_as"]

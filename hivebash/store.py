@@ -50,7 +50,8 @@ class Tail:
     elided: int  # bytes before them that are not shown (size - shown)
 
     def to_dict(self) -> dict:
-        return {"path": self.path, "tail": self.text, "size": self.size, "shown_bytes": self.shown, "elided_bytes": self.elided}
+        return {"path": self.path, "tail": self.text, "size": self.size, "shown_bytes": self.shown,
+                "elided_bytes": self.elided}
 
 
 def unlink_missing_ok(path: str) -> None:

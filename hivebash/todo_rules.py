@@ -46,13 +46,15 @@ def running_todo(entry: TaskEntry, queued: bool, store: TaskStore) -> Todo:
             f"Output so far: Read({out})" + ("" if task.stdin == "tty" else f" and Read({err})") +
             f". Check it with status(id=\"{task.id}\"); "
             "its completion will replace this todo.")
-    return task.id, f"bash {task.id} {what}: {one_line(task.cmd, 60)}", body, {"id": task.id, "status": task.shown_state}
+    return (task.id, f"bash {task.id} {what}: {one_line(task.cmd, 60)}", body,
+            {"id": task.id, "status": task.shown_state})
 
 
 def completion_todo(entry: TaskEntry, store: TaskStore, data: dict) -> Todo:
     """The completion todo of an ended task; `data` is its view."""
     task, r = entry.task, entry.task.result
-    facts = kv(**known(status=task.shown_state, exit_code=r.exit_code if r else None, signal=r.signal or None if r else None,
+    facts = kv(**known(status=task.shown_state, exit_code=r.exit_code if r else None,
+                       signal=r.signal or None if r else None,
                        duration=f"{r.duration:.2f}s" if r and r.duration is not None else None,
                        leftover_processes=len(entry.leftovers) or None))
     out, err = store.file(task.id, "out"), store.file(task.id, "err")

@@ -63,10 +63,10 @@ def run_tool(default_cwd: str, notices: Notices) -> dict[str, Any]:
     return dict(
         name="run",
         description=(
-            "Run a shell command; it already runs in the background, so do not end `cmd` with `&`. Each run is a fresh `bash -c CMD` (a `cd` or "
-            f"`export` does not carry over), in its own process group, in `cwd` or else {default_cwd}. Waits inline up "
-            f"to `wait_seconds` (default {DEFAULT_WAIT_SECONDS:g}, max 30): a task that ends in time answers with its "
-            "full status; otherwise `task started: id=<id>` with its output so far, and "
+            "Run a shell command; it already runs in the background, so do not end `cmd` with `&`. Each run is a fresh "
+            "`bash -c CMD` (a `cd` or `export` does not carry over), in its own process group, in `cwd` or else "
+            f"{default_cwd}. Waits inline up to `wait_seconds` (default {DEFAULT_WAIT_SECONDS:g}, max 30): a task that "
+            "ends in time answers with its full status; otherwise `task started: id=<id>` with its output so far, and "
             f"{ending}. `wait_for` (a regex) also ends the wait at an output line you were not shown yet, e.g. "
             "`wait_for: \"listening on\"` for a server. `name`: your id ([a-z0-9-]); reusing a finished task's name "
             "replaces that task and its output files. `timeout_secs` kills it after that long. Past the daemon's max "
@@ -89,8 +89,8 @@ def run_tool(default_cwd: str, notices: Notices) -> dict[str, Any]:
                     "description": "Kill the task after this many seconds and mark it timed_out. Omit for no timeout.",
                 },
                 "wait_seconds": WAIT_SCHEMA | {
-                    "description": f"Seconds to wait inline for the result (default {DEFAULT_WAIT_SECONDS:g}, capped at 30; "
-                                   "0 = return `task started` at once)."
+                    "description": f"Seconds to wait inline for the result (default {DEFAULT_WAIT_SECONDS:g}, capped "
+                                   "at 30; 0 = return `task started` at once)."
                 },
                 "wait_for": WAIT_FOR_SCHEMA,
                 "stdin": {
@@ -109,7 +109,8 @@ def run_tool(default_cwd: str, notices: Notices) -> dict[str, Any]:
                     "type": "string",
                     "minLength": 1,
                     "maxLength": 4096,
-                    "description": f"Working directory (an existing directory; default and base of relative paths: {default_cwd}).",
+                    "description": "Working directory (an existing directory; default and base of relative paths: "
+                                   f"{default_cwd}).",
                 },
             },
             required=("cmd",),
@@ -169,7 +170,8 @@ def status_tool(notices: Notices) -> dict[str, Any]:
                 "tail_lines": {"type": "integer", "minimum": 1, "maximum": ov.MAX_LINES_MAX,
                                "description": "The tails as the last N lines of each stream (fewer bytes when "
                                               "polling; more lines, within the 8 KiB bound)."},
-                "stream": {"type": "string", "enum": list(ov.STREAMS), "description": "Only this stream (default both)."},
+                "stream": {"type": "string", "enum": list(ov.STREAMS),
+                           "description": "Only this stream (default both)."},
                 "new_only": {"type": "boolean",
                              "description": "Only the output written since the last answer that showed you its end."},
             },
@@ -229,7 +231,8 @@ LIST: dict[str, Any] = dict(
         {
             "state": {"type": "string", "enum": list(T.STATE_ORDER), "description": "Only tasks in this state."},
             "limit": {"type": "integer", "minimum": 1, "maximum": LIST_LIMIT_MAX,
-                      "description": "At most this many (default 50); the answer stays under 8 KiB and says how many are left."},
+                      "description": "At most this many (default 50); "
+                                     "the answer stays under 8 KiB and says how many are left."},
             "offset": {"type": "integer", "minimum": 0, "maximum": 1_000_000,
                        "description": "Skip this many of the newest first (the answer names the next page's offset)."},
         },
@@ -302,14 +305,17 @@ RUN_FILE_ROUTE = "run it by its path (e.g. `bash /path/to/script.sh`; data: `cmd
 def build_registry(engine: Engine | None) -> ToolRegistry:
     """The five tools bound to one engine."""
     # engine None: the declarations only (tests/robustness reads the schemas without an engine)
-    cwd, notices = (engine.default_cwd, engine.notices) if engine is not None else ("the daemon's directory", Notices(True))
+    cwd, notices = ((engine.default_cwd, engine.notices) if engine is not None
+                    else ("the daemon's directory", Notices(True)))
     return ToolRegistry([
         Tool(handler=_bound(engine, _run), title="Run a shell command in the background", **run_tool(cwd, notices),
              byte_limits={"cmd": MAX_CMD_BYTES}, file_route=RUN_FILE_ROUTE),
         Tool(handler=_bound(engine, _status), title="Status and output of background tasks", **status_tool(notices),
              annotations={"readOnlyHint": True}),
-        Tool(handler=_bound(engine, _send), title="Type into a background task", **send_tool(ID_SCHEMA, WAIT_FOR_SCHEMA)),
-        Tool(handler=_bound(engine, _kill), title="Stop a background task", **kill_tool(notices), annotations={"destructiveHint": True}),
+        Tool(handler=_bound(engine, _send), title="Type into a background task",
+             **send_tool(ID_SCHEMA, WAIT_FOR_SCHEMA)),
+        Tool(handler=_bound(engine, _kill), title="Stop a background task", **kill_tool(notices),
+             annotations={"destructiveHint": True}),
         Tool(handler=_bound(engine, _list), title="List background tasks", **LIST, annotations={"readOnlyHint": True}),
     ], instructions=instructions(notices))
 

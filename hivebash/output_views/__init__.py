@@ -30,6 +30,7 @@ from .tail_view import tail
 from .wait_for import Watch, watch
 from .window_view import window
 
-__all__ = ["FAILURE_LINES", "FAILURE_PATTERN", "failure_lines", "BLOCK", "CONTEXT_MAX", "DEFAULT_MAX_LINES", "GREP_SECONDS", "LINE_CAP", "MAX_LINES_MAX", "STREAMS",
+__all__ = ["FAILURE_LINES", "FAILURE_PATTERN", "failure_lines", "BLOCK", "CONTEXT_MAX", "DEFAULT_MAX_LINES",
+           "GREP_SECONDS", "LINE_CAP", "MAX_LINES_MAX", "STREAMS",
            "VIEW_BUDGET", "Line", "LineIndex", "Source", "View", "ViewError", "ViewRequest", "Watch",
            "check_view", "compile_pattern", "grep", "render", "tail", "watch", "window"]

@@ -185,7 +185,8 @@ def _fit(groups: list[list[Line]], budget: int, stream: str, context: int) -> tu
     while they fit in `budget` bytes; returns the rendered lines and the lines they show."""
     rendered_all, shown, used = [], [], 0
     for i, group in enumerate(groups):
-        rendered = (["--"] if i and context else []) + [f"{stream}:{x.number}{':' if x.match else '-'} {x.text}" for x in group]
+        rendered = (["--"] if i and context else []) + [f"{stream}:{x.number}{':' if x.match else '-'} {x.text}"
+                                                        for x in group]
         size = sum(len(r.encode()) + 1 for r in rendered)
         if used + size > budget:
             break

@@ -66,7 +66,8 @@ def check_view(grep: str | None = None, context: int | None = None, from_line: i
     if max_lines is not None and from_line is None and (grep is not None or new_only or tail_lines is not None):
         raise ViewError("max_lines: goes with from_line, or alone for the last lines (not with another view)")
     if max_lines is not None and from_line is None:
-        from_line = -max_lines if isinstance(max_lines, int) and not isinstance(max_lines, bool) and max_lines > 0 else 0
+        from_line = (-max_lines if isinstance(max_lines, int) and not isinstance(max_lines, bool) and max_lines > 0
+                     else 0)
     if grep is not None:
         compile_pattern(grep)
     context = 0 if context is None else context

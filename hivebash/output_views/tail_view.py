@@ -224,5 +224,6 @@ def tail(sources: list[Source], cursors: dict[str, int] | None = None, new_only:
         data[src.stream] = {"path": src.path, "size": size, "from_byte": s.start, "text": s.text,
                             "elided_bytes": max(0, s.first - s.start) + (size - s.end),
                             "truncated": src.stream in truncated, "lines": s.total(s.ends_nl),
-                            "first_line": s.first_line if s.text else None, "last_line": s.last_line if s.text else None}
+                            "first_line": s.first_line if s.text else None,
+                            "last_line": s.last_line if s.text else None}
     return View("".join(parts), {"streams": data}, read_to)
