@@ -7,12 +7,12 @@ the same keys and the same required ones)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, Required, TypedDict, TypeVar
+from collections.abc import Callable
+from typing import Any, Required, TypedDict
 
 from common.names import NAME_RULE
 from common.notices import NO_SOCKET, Notices
-from common.tools import CallContext, Handler, Tool, ToolError, ToolRegistry, ToolResult, closed_object
+from common.tools import Args, CallContext, Handler, Tool, ToolError, ToolRegistry, ToolResult, closed_object
 from common.waiting import DEFAULT_WAIT_SECONDS
 
 from . import output_views as ov
@@ -243,12 +243,9 @@ LIST: dict[str, Any] = dict(
 # ----- handlers -----------------------------------------------------------------------------------------------
 
 
-A = TypeVar("A", bound=Mapping[str, Any])
-
-
-def _bound(engine: Engine | None, fn: Callable[[Engine, A, CallContext], ToolResult]) -> Handler[A]:
+def _bound(engine: Engine | None, fn: Callable[[Engine, Args, CallContext], ToolResult]) -> Handler[Args]:
     """`fn` with the engine; its refusals (common.tools.Refusal) are answered by the registry."""
-    def handler(args: A, ctx: CallContext) -> ToolResult:
+    def handler(args: Args, ctx: CallContext) -> ToolResult:
         if engine is None:
             raise ToolError("this registry only declares the tools (built without an engine)")
         return fn(engine, args, ctx)

@@ -1,4 +1,8 @@
-"""The MCP surface of the subagent daemon: four tools, their schemas, descriptions and handlers.
+"""The MCP surface of the subagent daemon: four tools, their schemas, descriptions, arguments and handlers.
+
+Each tool's arguments are declared twice, side by side: the JSON schema the registry validates a call against,
+and the TypedDict its handler reads, so mypy checks every key read (tests/test_tool_args.py holds the two to
+the same keys and the same required ones).
 
 Each result is formatted twice from one view: `text` for the model (texts.py: a first line of stable key=value
 facts, then the readable rest); `data`, the exact structured form (Claude Code would show the model only that:
@@ -7,11 +11,12 @@ docs/design.md, "MCP clients").
 
 from __future__ import annotations
 
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any, Required, TypedDict, cast
 
 from common.names import NAME_RULE
 from common.notices import NO_SOCKET, Notices
-from common.tools import CallContext, Tool, ToolError, ToolRegistry, ToolResult, closed_object
+from common.tools import Args, CallContext, Tool, ToolError, ToolRegistry, ToolResult, closed_object
 from hivesubagent import answers
 from hivesubagent.engine import SubagentEngine
 from hivesubagent.texts import render_list, render_many, render_session, render_steps, render_waited, turn_result
@@ -52,6 +57,14 @@ TIMEOUT_SCHEMA = {
     "description": "Minutes this turn may run (fractions allowed); then SIGINT, and SIGKILL {kill_grace} s later if "
                    "it has not ended; it ends as timed_out. Default: {default_timeout}.",
 }
+class BoundsArgs(TypedDict, total=False):
+    """The caps of a turn, as BOUNDS declares them (start and continue take them)."""
+
+    max_budget_usd: float
+    max_turns: int
+    timeout_minutes: float
+
+
 BOUNDS = {"max_budget_usd": BUDGET_SCHEMA, "max_turns": MAX_TURNS_SCHEMA, "timeout_minutes": TIMEOUT_SCHEMA}
 
 # What every description says once (the facts a prompt author needs): where the subagent runs, what it can
@@ -62,6 +75,15 @@ WHERE = (
     "no background-shell daemon), permissions skipped. At most {max_running} run at once."
 )
 RESULT_HOWTO = "Its whole result: status(name, result_offset=N) pages through it."
+
+class StartArgs(BoundsArgs, total=False):
+    """`start`'s arguments, as START's schema declares them."""
+
+    name: Required[str]
+    prompt_file: Required[str]
+    model: str
+    trigger: str
+
 
 START = dict(
     name="start",
@@ -97,6 +119,14 @@ START = dict(
     argument_hints={"prompt": "the first turn's prompt is 'trigger'; the instructions file is 'prompt_file'"},
 )
 
+class ContinueArgs(BoundsArgs, total=False):
+    """`continue`'s arguments, as CONTINUE's schema declares them."""
+
+    name: Required[str]
+    prompt: Required[str]
+    model: str
+
+
 CONTINUE = dict(
     name="continue",
     description=(
@@ -119,6 +149,13 @@ CONTINUE = dict(
     argument_hints={"trigger": "continue's prompt is 'prompt'", "prompt_file": "start's instructions stay in force; continue takes 'prompt'"},
 )
 
+class InterruptArgs(TypedDict, total=False):
+    """`interrupt`'s arguments, as INTERRUPT's schema declares them."""
+
+    name: Required[str]
+    force: bool
+
+
 INTERRUPT = dict(
     name="interrupt",
     description=(
@@ -136,6 +173,18 @@ INTERRUPT = dict(
     ),
     title="Interrupt a subagent turn",
 )
+
+class SubagentStatusArgs(TypedDict, total=False):
+    """`status`'s arguments, as STATUS's schema declares them."""
+
+    name: str
+    names: list[str]
+    wait_seconds: float
+    all: bool
+    result_offset: int
+    steps: bool
+    steps_offset: int
+
 
 STATUS = dict(
     name="status",
@@ -177,10 +226,14 @@ def build_registry(engine: SubagentEngine) -> ToolRegistry:
 
     facts = description_facts(engine)
 
-    def bind(spec: dict[str, Any], fn) -> Tool:
+    def bind(spec: dict[str, Any], fn: Callable[[SubagentEngine, Args, CallContext], ToolResult]) -> Tool[Args]:
         described = {**spec, "description": _filled(spec["description"], facts),
                      "input_schema": _described(spec["input_schema"], facts)}
-        return Tool(handler=lambda args, ctx: fn(engine, args, ctx), **described)
+
+        def handler(args: Args, ctx: CallContext) -> ToolResult:
+            return fn(engine, args, ctx)
+
+        return Tool(handler=handler, **described)
 
     return ToolRegistry([bind(START, _start), bind(CONTINUE, _continue), bind(INTERRUPT, _interrupt), bind(STATUS, _status)],
                         instructions=instructions(_notices(engine)))
@@ -239,59 +292,68 @@ def _described(schema: Any, facts: dict[str, Any]) -> Any:
 # ---------------------------------------------------------------------------------------------- handlers
 
 
-def _start(engine: SubagentEngine, args: dict, ctx: CallContext) -> ToolResult:
+def _start(engine: SubagentEngine, args: StartArgs, ctx: CallContext) -> ToolResult:
     view = engine.start(args["name"], args["prompt_file"], args.get("model"), args.get("trigger"),
                         args.get("max_budget_usd"), args.get("max_turns"), args.get("timeout_minutes"))
     return turn_result(view, "started", engine.notices)
 
 
-def _continue(engine: SubagentEngine, args: dict, ctx: CallContext) -> ToolResult:
+def _continue(engine: SubagentEngine, args: ContinueArgs, ctx: CallContext) -> ToolResult:
     view = engine.continue_(args["name"], args["prompt"], args.get("model"), args.get("max_budget_usd"),
                             args.get("max_turns"), args.get("timeout_minutes"))
     return turn_result(view, "continued", engine.notices)
 
 
-def _interrupt(engine: SubagentEngine, args: dict, ctx: CallContext) -> ToolResult:
-    view = engine.interrupt(args["name"], bool(args.get("force", False)))
+def _interrupt(engine: SubagentEngine, args: InterruptArgs, ctx: CallContext) -> ToolResult:
+    view = engine.interrupt(args["name"], args.get("force", False))
     return turn_result(view, "interrupted", engine.notices)
 
 
-def _status(engine: SubagentEngine, args: dict, ctx: CallContext) -> ToolResult:
+def _status(engine: SubagentEngine, args: SubagentStatusArgs, ctx: CallContext) -> ToolResult:
+    # Each key read once into a name of its type: a misspelt key (an `object`) is then a mypy error even where
+    # its value is only tested. The schema has no nulls, so "is not None" is "was given".
     name, names = args.get("name"), args.get("names")
+    wait_seconds: float | None = args.get("wait_seconds")
+    every: bool = args.get("all", False)
+    result_offset: int | None = args.get("result_offset")
+    steps: bool = args.get("steps", False)
+    steps_offset: int | None = args.get("steps_offset")
     if name is not None and names is not None:
         raise ToolError("names: give name (one session) or names (several), not both")
-    if args.get("all") and names is None:
+    if every and names is None:
         raise ToolError("all: goes with names (it waits for every one of several sessions)")
-    if names is not None or (name is not None and "wait_seconds" in args):
-        return _status_wait(engine, [cast(str, name)] if names is None else names, args, ctx, single=names is None)
-    if "wait_seconds" in args:
+    if names is not None or (name is not None and wait_seconds is not None):
+        if result_offset is not None:
+            raise ToolError("result_offset: pages one finished session's result; call status(name=..., "
+                            "result_offset=N) without names or wait_seconds")
+        return _status_wait(engine, [cast(str, name)] if names is None else names, wait_seconds, every, ctx,
+                            single=names is None)
+    if wait_seconds is not None:
         raise ToolError("wait_seconds: goes with name or names (the sessions to wait for)")
-    if args.get("steps") or "steps_offset" in args:
-        return _status_steps(engine, name, args)
-    data = engine.status(name, args.get("result_offset"))
+    if steps or steps_offset is not None:
+        return _status_steps(engine, name, steps, steps_offset, result_offset)
+    data = engine.status(name, result_offset)
     if "sessions" in data:
         return ToolResult(text=render_list(data), data=answers.data(data))
     return ToolResult(text=render_session(data), data=answers.data(data))
 
 
-def _status_wait(engine: SubagentEngine, names: list[str], args: dict, ctx: CallContext, single: bool) -> ToolResult:
-    if args.get("result_offset") is not None:
-        raise ToolError("result_offset: pages one finished session's result; call status(name=..., result_offset=N) "
-                        "without names or wait_seconds")
-    data = engine.wait_status(names, args.get("wait_seconds"), bool(args.get("all")), ctx.progress, ctx.cancel)
+def _status_wait(engine: SubagentEngine, names: list[str], wait_seconds: float | None, every: bool,
+                 ctx: CallContext, single: bool) -> ToolResult:
+    data = engine.wait_status(names, wait_seconds, every, ctx.progress, ctx.cancel)
     if single:
         session, wait = data["sessions"][0], data["wait"]
         return ToolResult(text=render_waited(session, wait), data={**session, "wait": wait})
     return ToolResult(text=render_many(data), data=answers.data(data))
 
 
-def _status_steps(engine: SubagentEngine, name: str | None, args: dict) -> ToolResult:
+def _status_steps(engine: SubagentEngine, name: str | None, steps: bool, offset: int | None,
+                  result_offset: int | None) -> ToolResult:
     if name is None:
         raise ToolError("steps: needs name (it pages one session's last turn)")
-    if not args.get("steps"):
+    if not steps:
         raise ToolError("steps_offset: goes with steps=true")
-    if args.get("result_offset") is not None:
+    if result_offset is not None:
         raise ToolError("result_offset: pages the result, steps the steps; ask for one at a time")
-    data = engine.steps(name, args.get("steps_offset", 0))
+    data = engine.steps(name, 0 if offset is None else offset)
     return ToolResult(text=render_steps(data), data=answers.data(data))
-

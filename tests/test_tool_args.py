@@ -14,6 +14,7 @@ from typing import NotRequired, Required, get_origin, get_type_hints
 import pytest
 
 from hivebash import tools as bash
+from hivesubagent import tools as subagent
 
 ARGS = {
     ("bash", "run"): bash.RunArgs,
@@ -21,13 +22,17 @@ ARGS = {
     ("bash", "send"): bash.SendArgs,
     ("bash", "kill"): bash.KillArgs,
     ("bash", "list"): bash.ListArgs,
+    ("subagent", "start"): subagent.StartArgs,
+    ("subagent", "continue"): subagent.ContinueArgs,
+    ("subagent", "interrupt"): subagent.InterruptArgs,
+    ("subagent", "status"): subagent.SubagentStatusArgs,
 }
 
 
 def _schemas() -> dict[tuple[str, str], dict]:
     """Every tool's input schema as its daemon serves it (registries built without an engine)."""
     return {(daemon, tool.name): tool.input_schema
-            for daemon, module in (("bash", bash),)
+            for daemon, module in (("bash", bash), ("subagent", subagent))
             for tool in module.build_registry(None).tools()}
 
 
