@@ -181,7 +181,8 @@ class StreamState:
             return "init"
         if kind == "assistant":
             message = event.get("message") or {}
-            text = "".join(b.get("text", "") for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "text")
+            text = "".join(b.get("text", "") for b in message.get("content") or []
+                           if isinstance(b, dict) and b.get("type") == "text")
             if text:
                 self.last_text = text[:RESULT_KEEP]
             self.progress.assistant(message)
@@ -227,7 +228,8 @@ class Outcome:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def classify(result: dict | None, returncode: int, sent: Mapping[str, str], stderr_tail: str = "", last_text: str = "") -> Outcome:
+def classify(result: dict | None, returncode: int, sent: Mapping[str, str], stderr_tail: str = "",
+             last_text: str = "") -> Outcome:
     """Decide a finished turn's outcome from its result object (if any), exit status and the signals we sent.
 
     `sent` maps signal name ("SIGINT", "SIGKILL") to why we sent it ("interrupt", "turn_timeout", ...)."""
@@ -254,7 +256,8 @@ def _from_result(result: dict[str, Any], returncode: int, sent: Mapping[str, str
     """classify, for a turn whose stream ended with a result object."""
     text = str(result.get("result") or "")
     cost = result.get("total_cost_usd") if isinstance(result.get("total_cost_usd"), (int, float)) else None
-    facts = {k: result.get(k) for k in ("subtype", "terminal_reason", "num_turns", "api_error_status") if result.get(k) is not None}
+    facts = {k: result.get(k) for k in ("subtype", "terminal_reason", "num_turns", "api_error_status")
+             if result.get(k) is not None}
     if not result.get("is_error") and result.get("subtype") == "success":
         return Outcome("completed", "claude finished the turn", text, returncode=returncode, cost_usd=cost, extra=facts)
     if result.get("subtype") == BUDGET_SUBTYPE:
@@ -271,8 +274,10 @@ def _from_result(result: dict[str, Any], returncode: int, sent: Mapping[str, str
                        returncode=returncode, cost_usd=cost, extra=facts)
     if "SIGKILL" in sent:
         return Outcome("killed", f"stopped by {why}", text, returncode=returncode, cost_usd=cost, extra=facts)
-    if sent and (result.get("subtype") == "error_during_execution" or str(result.get("terminal_reason", "")).startswith("abort")):
-        return Outcome("interrupted", f"stopped by {why}", text or last_text, returncode=returncode, cost_usd=cost, extra=facts)
+    if sent and (result.get("subtype") == "error_during_execution"
+                 or str(result.get("terminal_reason", "")).startswith("abort")):
+        return Outcome("interrupted", f"stopped by {why}", text or last_text, returncode=returncode,
+                       cost_usd=cost, extra=facts)
     status = result.get("api_error_status")
     detail = f"API error {status}" if status else f"claude reported an error ({result.get('subtype')})"
     return Outcome("error", detail, text, returncode=returncode, cost_usd=cost, extra=facts)

@@ -217,7 +217,8 @@ def _store(workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, .
 @store_options
 @click.option("--archived", is_flag=True, help="Include archived transcripts.")
 @json_option
-def list_(workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, ...], archived: bool, as_json: bool) -> None:
+def list_(workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, ...], archived: bool,
+          as_json: bool) -> None:
     """List the sessions on disk (read from claude's transcripts; works without the daemon)."""
     store = _store(workdir, state_dir, extra_env)
     rows = []
@@ -225,7 +226,8 @@ def list_(workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, ..
         last = t.last_turn
         rows.append({
             "name": t.name, "session_id": t.session_id, "archived": t.archived, "turns": t.turns, "model": t.model,
-            "total_cost_usd": t.cost_usd, "last_outcome": None if last is None else last.outcome, "transcript": str(t.path),
+            "total_cost_usd": t.cost_usd, "last_outcome": None if last is None else last.outcome,
+            "transcript": str(t.path),
         })
     if as_json:
         click.echo(json.dumps({"project_dir": str(store.project_dir), "sessions": rows}, indent=2))
@@ -234,8 +236,8 @@ def list_(workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, ..
 
     click.echo(kv(sessions=len(rows), project_dir=str(store.project_dir)))
     for r in rows:
-        click.echo(kv(name=r["name"] or "-", session_id=r["session_id"], turns=r["turns"], last_outcome=r["last_outcome"],
-                      total_cost_usd=r["total_cost_usd"], archived=r["archived"]))
+        click.echo(kv(name=r["name"] or "-", session_id=r["session_id"], turns=r["turns"],
+                      last_outcome=r["last_outcome"], total_cost_usd=r["total_cost_usd"], archived=r["archived"]))
 
 
 @main.command()

@@ -47,6 +47,11 @@ STARTING_WAIT_SECONDS = 5.0  # how long interrupt/shutdown wait for a turn still
 LIST_LIMIT = 100
 
 
+def _unknown(field: str, name: str, project_dir: Path) -> SubagentError:
+    """The refusal for a name that is neither running nor in a transcript."""
+    return SubagentError(f"{field}: no session named {name!r}: not running, and no transcript in {project_dir}")
+
+
 class SubagentEngine:
     def __init__(self, settings: SubagentSettings, todos: Todos, *, base_env: Mapping[str, str] | None = None,
                  ops: ProcessOps | None = None):
@@ -83,7 +88,8 @@ class SubagentEngine:
         try:
             session_id = str(uuid.uuid4())
             transcript = self.sessions.transcript_path(session_id)
-            turn = self.table.reserve(name, lambda: Turn(name, "start", session_id, transcript, model, prompt, 1, 0.0, bounds))
+            turn = self.table.reserve(
+                name, lambda: Turn(name, "start", session_id, transcript, model, prompt, 1, 0.0, bounds))
             try:
                 self._refuse_if_live_elsewhere(name=name)
                 turn.archived = self.sessions.archive(name)
@@ -113,14 +119,16 @@ class SubagentEngine:
             found = self.sessions.find(name)
             if found is None:
                 raise SubagentError(
-                    f"name: no session named {name!r} in {self.sessions.project_dir} (start it first; archived ones are not resumed)"
+                    f"name: no session named {name!r} in {self.sessions.project_dir} (start it first; "
+                    "archived ones are not resumed)"
                 )
             self._refuse_if_live_elsewhere(session_id=found.session_id)
             with self.table.cond:
                 turn.session_id, turn.transcript = found.session_id, found.path
                 turn.number, turn.cost_before = found.turns + 1, found.cost_usd
                 turn.model = model or found.model  # without --model claude keeps the session's last model
-            argv = claude.continue_argv(self.settings.claude_bin, found.session_id, model, bounds.budget_usd, bounds.max_turns)
+            argv = claude.continue_argv(self.settings.claude_bin, found.session_id, model, bounds.budget_usd,
+                                        bounds.max_turns)
             self.runner.spawn(turn, argv)
         except BaseException:
             self.table.release(turn)
@@ -135,7 +143,8 @@ class SubagentEngine:
         with self.table.cond:
             turn = self.table.running_locked(name)
             if turn is None:
-                raise SubagentError(f"name: {name!r} is not running (interrupt only reaches a running turn; see status(name={name!r}))")
+                raise SubagentError(f"name: {name!r} is not running (interrupt only reaches a running turn; "
+                                    f"see status(name={name!r}))")
             self.table.wait_locked(lambda: turn.state != T.STARTING, STARTING_WAIT_SECONDS)
             if turn.spawned is None:  # its start was refused or failed while we waited: nothing ran
                 raise SubagentError(f"name: {name!r} is not running (its start did not get as far as running claude)")
@@ -180,7 +189,7 @@ class SubagentEngine:
         running = {t.name for t in turns}
         for name in names:
             if name not in running and self.sessions.find(name) is None:
-                raise SubagentError(f"names: no session named {name!r}: not running, and no transcript in {self.sessions.project_dir}")
+                raise _unknown("names", name, self.sessions.project_dir)
         window = cap_wait(wait_seconds, default=0.0)
         waited = waits.wait_turns(self.table, turns, want_all, window, self._slots, progress, cancel)
         return {"sessions": [self._status_of(n, None) for n in names], "wait": waited.as_dict()}
@@ -195,12 +204,13 @@ class SubagentEngine:
         if path is None:
             found = self.sessions.find(name)
             if found is None:
-                raise SubagentError(f"name: no session named {name!r}: not running, and no transcript in {self.sessions.project_dir}")
+                raise _unknown("name", name, self.sessions.project_dir)
             path = found.path
         try:
             number, got = last_turn_page(path, offset)
         except OffsetError as exc:
-            raise SubagentError(str(exc).replace("result_offset", "steps_offset").replace("the result", "the steps")) from None
+            raise SubagentError(str(exc).replace("result_offset", "steps_offset")
+                                .replace("the result", "the steps")) from None
         return {"name": name, "running": running, "turn": number, "transcript": str(path), "steps_page": got.as_dict()}
 
     def open(self) -> None:
@@ -212,7 +222,8 @@ class SubagentEngine:
         turns = self.table.close()
         for turn in turns:
             with self.table.cond:
-                self.table.wait_locked(lambda: turn.state != T.STARTING, STARTING_WAIT_SECONDS)  # noqa: B023 - waited on here
+                # B023: the lambda is waited on here, within this iteration.
+                self.table.wait_locked(lambda: turn.state != T.STARTING, STARTING_WAIT_SECONDS)  # noqa: B023
             self.runner.stop(turn, force=False, reason="daemon shutdown")
         with self.table.cond:
             self.table.wait_locked(lambda: not self.table.running_locked(), self.settings.kill_grace)
@@ -259,18 +270,19 @@ class SubagentEngine:
         view = self.running_view(name)
         if view is not None:
             if result_offset is not None:
-                raise SubagentError(f"result_offset: {name!r} is running turn {view['turn']}; its result can be read once it "
-                                    f"ends: status(name={name!r}, wait_seconds=30) waits for that")
+                raise SubagentError(f"result_offset: {name!r} is running turn {view['turn']}; its result can be read "
+                                    f"once it ends: status(name={name!r}, wait_seconds=30) waits for that")
             return view
         found = self.sessions.find(name)
         if found is None:
-            raise SubagentError(f"name: no session named {name!r}: not running, and no transcript in {self.sessions.project_dir}")
+            raise _unknown("name", name, self.sessions.project_dir)
         session = self._transcript_view(found, name, self.sessions.live_sessions(), with_work=True)
         if result_offset is not None:
             session["result_page"] = self._result_page(found, result_offset)
         return session
 
-    def _transcript_view(self, t: Transcript, name: str, live: list[LiveSession], with_work: bool = False) -> SessionView:
+    def _transcript_view(self, t: Transcript, name: str, live: list[LiveSession],
+                         with_work: bool = False) -> SessionView:
         """`with_work`: what the last turn did too (ours remembers it; else one read of the transcript)."""
         other = next((s for s in live if s.session_id == t.session_id), None)
         ours = self.table.ended_turn_of(t)

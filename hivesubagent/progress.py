@@ -79,7 +79,8 @@ class Progress:
                 self.last_event = "a reply"
         usage = message.get("usage")
         if isinstance(usage, dict) and message_id:
-            self._usage[message_id] = (_tokens(usage, "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"),
+            self._usage[message_id] = (_tokens(usage, "input_tokens", "cache_creation_input_tokens",
+                                               "cache_read_input_tokens"),
                                        _tokens(usage, "output_tokens"))
 
     def view(self) -> ProgressData:

@@ -50,8 +50,8 @@ class TurnRunner:
         self.workdir = workdir
         self.env = env
         self.scratch = scratch  # unlinked temp files only (claude.spawn)
-        self.stalls = StallWatch(table, settings, todos, lambda turn, why: self.stop(turn, False, why, unless_signalled=True),
-                                 self._safe_todo)
+        self.stalls = StallWatch(table, settings, todos,
+                                 lambda turn, why: self.stop(turn, False, why, unless_signalled=True), self._safe_todo)
 
     def spawn(self, turn: Turn, argv: list[str], pass_fds: tuple[int, ...] = ()) -> None:
         """Start claude for a reserved turn, then its reader, watcher and timeout; raise SubagentError when
@@ -68,7 +68,8 @@ class TurnRunner:
             turn.transcript_start = start
             turn.started_mono = time.monotonic()
             self.table.transition_locked(turn, T.RUNNING)
-        log.info("session %s: %s turn %d started (pid %d, session %s)", turn.name, turn.kind, turn.number, spawned.proc.pid, turn.session_id)
+        log.info("session %s: %s turn %d started (pid %d, session %s)",
+                 turn.name, turn.kind, turn.number, spawned.proc.pid, turn.session_id)
         self._safe_todo(lambda: self.todos.clear(turn.name))
         reader.start()
         threading.Thread(target=self._watch, args=(turn,), name=f"subagent-watch-{turn.name}", daemon=True).start()
@@ -167,7 +168,8 @@ class TurnRunner:
             timer.cancel()
         reader.join(READER_DRAIN_SECONDS)
         if reader.is_alive():  # a process claude started (and that left its group) holds the pipe open
-            log.warning("session %s: claude exited but its stdout is still open; recording the turn from what was read", turn.name)
+            log.warning("session %s: claude exited but its stdout is still open; recording the turn from what was read",
+                        turn.name)
         outcome = claude.classify(turn.stream.result, returncode, sent, spawned.stderr_tail(), turn.stream.last_text)
         if turn.timed_out and outcome.kind in ("interrupted", "killed"):
             outcome = replace(outcome, kind="timed_out",

@@ -102,7 +102,8 @@ class SessionStore:
 
     def slug(self) -> str:
         override = self.env.get("CLAUDE_CODE_PROJECT_DIR_NAME")
-        if self.env.get("CLAUDE_CONFIG_DIR") and override and _PROJECT_DIR_NAME.fullmatch(override) and not _RESERVED.fullmatch(override):
+        if (self.env.get("CLAUDE_CONFIG_DIR") and override and _PROJECT_DIR_NAME.fullmatch(override)
+                and not _RESERVED.fullmatch(override)):
             return override
         return project_slug(os.path.realpath(self.workdir))
 
@@ -118,7 +119,8 @@ class SessionStore:
         slug = main.name
         if len(slug) > SLUG_MAX and self.projects_dir.is_dir():
             prefix = slug[:SLUG_MAX] + "-"
-            dirs += sorted(p for p in self.projects_dir.iterdir() if p.name.startswith(prefix) and p != main and p.is_dir())
+            dirs += sorted(p for p in self.projects_dir.iterdir()
+                           if p.name.startswith(prefix) and p != main and p.is_dir())
         return dirs
 
     def transcript_path(self, session_id: str) -> Path:

@@ -90,7 +90,8 @@ class StallWatch:
         assert stall is not None, "reported past the threshold, so the view says the stall"
         summary = f"subagent {turn.name}: turn {turn.number} stalled, {stall.split(';')[0]}"
         then = ("the daemon interrupts it (--stall-action interrupt)" if self.settings.stall_action == "interrupt" else
-                f'nothing is stopped: status(name="{turn.name}") shows its progress, interrupt(name="{turn.name}") stops it')
+                f'nothing is stopped: status(name="{turn.name}") shows its progress, '
+                f'interrupt(name="{turn.name}") stops it')
         body = f"{stall}\n{then}; this todo goes when claude writes again, and the turn's outcome replaces it."
         self.safe_todo(lambda: self.todos.upsert(turn.name, summary, body, answers.data(data)))
         return stall

@@ -90,7 +90,8 @@ def turn_result(view: TurnView, verb: str, notices: Notices) -> ToolResult:
     else:
         if view.get("archived"):
             lines.append("archived the earlier session(s) of this name: " + ", ".join(view["archived"]))
-        ending = notices.say("When the turn ends you get a todo with its outcome", f"No notice comes when it ends ({NO_SOCKET})")
+        ending = notices.say("When the turn ends you get a todo with its outcome",
+                             f"No notice comes when it ends ({NO_SOCKET})")
         lines.append(f"{verb} in the background. {ending}; {wait} waits for the end, status(name=\"{name}\") shows "
                      f'its progress, interrupt(name="{name}") stops it.')
     lines.append(f"transcript: {view['transcript']}")
@@ -121,7 +122,8 @@ def _not_ended_yet(view: TurnView, wait: StopWait, again: str, notices: Notices)
 
 def _progress_line(p: ProgressData) -> str:
     tools = ", ".join(f"{n} x{c}" for n, c in list(p["tools"].items())[:8]) or "none yet"
-    line = f"progress: {p['steps']} step(s), {p['tool_calls']} tool call(s) ({tools}); last event {p['idle_s']:.1f}s ago"
+    line = (f"progress: {p['steps']} step(s), {p['tool_calls']} tool call(s) ({tools}); "
+            f"last event {p['idle_s']:.1f}s ago")
     if p.get("input_tokens") is not None:
         line += f"; tokens so far (as claude reported them) in={p['input_tokens']} out={p['output_tokens']}"
     if p.get("latest_tool"):
@@ -135,9 +137,11 @@ def render_session(view: SessionAnswer) -> str:
         first = kv(name=name, state=view["state"], running=True, session_id=view["session_id"], turn=view["turn"],
                    pid=view["pid"], elapsed_s=view["elapsed_s"],
                    **known(model=view.get("model")), **_bounds(view))
-        lines = [first, _progress_line(view["progress"]), f"started_at: {view['started_at']}", f"transcript: {view['transcript']}"]
+        lines = [first, _progress_line(view["progress"]), f"started_at: {view['started_at']}",
+                 f"transcript: {view['transcript']}"]
         if view.get("turns_done"):
-            lines.append(f"earlier turns: {view['turns_done']}, costing {kv(total_cost_usd=view['total_cost_usd']).split('=', 1)[1]} USD in all "
+            lines.append(f"earlier turns: {view['turns_done']}, costing "
+                         f"{kv(total_cost_usd=view['total_cost_usd']).split('=', 1)[1]} USD in all "
                          "(claude reports a turn's cost when it ends)")
         if view["signals"]:
             lines.append("signals sent: " + ", ".join(f"{k} ({v})" for k, v in view["signals"].items()))
@@ -145,10 +149,10 @@ def render_session(view: SessionAnswer) -> str:
             lines.append(f"stalled: {view['stall']}; interrupt(name=\"{name}\") stops it")
         return "\n".join(lines)
     last = view.get("last_turn") or cast(LastTurn, {})
-    first = kv(name=name, state=view["state"], running=view["running"], session_id=view["session_id"], turns=view["turns"],
-               **known(pid=view.get("pid"), model=view.get("model")), last_outcome=last.get("outcome"),
-               last_cost_usd=last.get("cost_usd"), total_cost_usd=view["total_cost_usd"], last_duration_s=last.get("duration_s"),
-               **_bounds(last))
+    first = kv(name=name, state=view["state"], running=view["running"], session_id=view["session_id"],
+               turns=view["turns"], **known(pid=view.get("pid"), model=view.get("model")),
+               last_outcome=last.get("outcome"), last_cost_usd=last.get("cost_usd"),
+               total_cost_usd=view["total_cost_usd"], last_duration_s=last.get("duration_s"), **_bounds(last))
     lines = [first, f"updated_at: {view['updated_at']}", f"transcript: {view['transcript']}"]
     if view.get("started_by"):
         lines.append(f"running in pid {view['pid']}, {view['started_by']}: continue and start refuse it until it exits")
@@ -160,12 +164,13 @@ def render_session(view: SessionAnswer) -> str:
         lines += work_lines(last["work"])
     result_page = view.get("result_page")
     if result_page is not None:
-        lines.append(kv(result_offset=result_page["offset"], chars=result_page["chars"], total_chars=result_page["total_chars"],
-                        next_offset=_or_none(result_page["next_offset"])))
+        lines.append(kv(result_offset=result_page["offset"], chars=result_page["chars"],
+                        total_chars=result_page["total_chars"], next_offset=_or_none(result_page["next_offset"])))
         lines.append(result_page["text"])
         lines.append(read_on(name, result_page["next_offset"], result_page["total_chars"]) or "(end of the result)")
     else:
-        lines += _result_lines(name, last.get("result_text") or "", last.get("result_chars") or 0, last.get("result_next_offset"), "last result")
+        lines += _result_lines(name, last.get("result_text") or "", last.get("result_chars") or 0,
+                               last.get("result_next_offset"), "last result")
     return "\n".join(lines)
 
 
@@ -173,8 +178,9 @@ def _session_line(s: SessionAnswer) -> str:
     """One session in a line: a running turn's progress, or a finished session's last outcome."""
     if "turn" in s:
         p = s["progress"]
-        return kv(name=s["name"], state=s["state"], session_id=s["session_id"], turn=s["turn"], elapsed_s=s["elapsed_s"],
-                  steps=p["steps"], tool_calls=p["tool_calls"], idle_s=p["idle_s"], **known(stalled=s.get("stall") and True))
+        return kv(name=s["name"], state=s["state"], session_id=s["session_id"], turn=s["turn"],
+                  elapsed_s=s["elapsed_s"], steps=p["steps"], tool_calls=p["tool_calls"], idle_s=p["idle_s"],
+                  **known(stalled=s.get("stall") and True))
     last = s.get("last_turn") or cast(LastTurn, {})
     work = last.get("work") or cast(WorkData, {})
     return kv(name=s["name"], state=s["state"], session_id=s["session_id"], turns=s["turns"], **known(pid=s.get("pid")),
@@ -204,7 +210,8 @@ def render_waited(view: SessionAnswer, wait: WaitFacts) -> str:
     elif wait["skipped"]:
         note = _busy_note(again)
     elif view.get("running"):
-        note = f"still running after waiting {wait['waited']:.1f}s: {again} waits again; interrupt(name=\"{name}\") stops it"
+        note = (f"still running after waiting {wait['waited']:.1f}s: {again} waits again; "
+                f"interrupt(name=\"{name}\") stops it")
     elif wait["ended"]:
         note = f"the turn ended during the wait ({wait['waited']:.1f}s)"
     else:
@@ -225,7 +232,8 @@ def render_many(data: WaitedSessions) -> str:
     if running:
         listed = ", ".join(json.dumps(n) for n in running)
         again = f"status(names=[{listed}], wait_seconds=30{', all=true' if wait['all'] else ''})"
-        lines.append(_busy_note(again) if wait["skipped"] else f"still running: {', '.join(running)}; next: {again} waits for "
+        lines.append(_busy_note(again) if wait["skipped"]
+                     else f"still running: {', '.join(running)}; next: {again} waits for "
                      + ("every one" if wait["all"] else "the first of them"))
     else:
         lines.append("none is running now")

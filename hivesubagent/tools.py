@@ -31,7 +31,8 @@ NAME_SCHEMA = {
 MODEL_SCHEMA = {
     "type": "string",
     "pattern": r"^[A-Za-z0-9][A-Za-z0-9._:/@\[\]-]{0,199}$",
-    "description": "Model for claude's --model (an alias such as 'sonnet' or a full model id). Omit for claude's default.",
+    "description": "Model for claude's --model (an alias such as 'sonnet' or a full model id). "
+                   "Omit for claude's default.",
 }
 MAX_NAMES = 32  # sessions one status call may wait on
 TEXT_LIMIT = 1_000_000  # characters; the transport's body limit (1 MiB) binds first
@@ -107,7 +108,8 @@ START = dict(
                 "type": "string",
                 "minLength": 1,
                 "maxLength": TEXT_LIMIT,
-                "description": "The first turn's prompt (stdin). Default: a generic 'carry out your instructions' nudge.",
+                "description": "The first turn's prompt (stdin). Default: "
+                               "a generic 'carry out your instructions' nudge.",
             },
             **BOUNDS,
         },
@@ -138,15 +140,18 @@ CONTINUE = dict(
     input_schema=closed_object(
         {
             "name": NAME_SCHEMA,
-            "prompt": {"type": "string", "minLength": 1, "maxLength": TEXT_LIMIT, "description": "The new turn's prompt."},
-            "model": {**MODEL_SCHEMA, "description": "--model for this turn only; need not match start's. Omit to keep the session's model."},
+            "prompt": {"type": "string", "minLength": 1, "maxLength": TEXT_LIMIT,
+                       "description": "The new turn's prompt."},
+            "model": {**MODEL_SCHEMA, "description": "--model for this turn only; need not match start's. "
+                                                     "Omit to keep the session's model."},
             **BOUNDS,
         },
         required=("name", "prompt"),
     ),
     title="Continue a subagent session",
     file_route="give a short prompt that names its absolute path (the subagent reads it with its Read tool)",
-    argument_hints={"trigger": "continue's prompt is 'prompt'", "prompt_file": "start's instructions stay in force; continue takes 'prompt'"},
+    argument_hints={"trigger": "continue's prompt is 'prompt'",
+                    "prompt_file": "start's instructions stay in force; continue takes 'prompt'"},
 )
 
 class InterruptArgs(TypedDict, total=False):
@@ -189,18 +194,19 @@ class SubagentStatusArgs(TypedDict, total=False):
 STATUS = dict(
     name="status",
     description=(
-        "Check on subagents. With `name`, running: its progress so far (steps, tool calls and the latest one, "
-        "tokens, seconds since its last event), pid, elapsed time. Finished: the last turn's outcome, cost, and "
-        "the start of its result; `result_offset` gives the whole result from that character, a page of up to "
-        "6 KiB at a time with the next offset; `steps: true` pages the last turn as readable steps. `wait_seconds` (max 30) waits for the turn to end; `names: "
-        "[\"a\", \"b\"]` waits for the first of several (`all: true`: every one), a line each and the next call. "
-        "Without `name`: every session (at most {max_running} run at once)."
+        "Check on subagents. With `name`, running: its progress so far (steps, tool calls and the latest one, tokens, "
+        "seconds since its last event), pid, elapsed time. Finished: the last turn's outcome, cost, and the start of "
+        "its result; `result_offset` gives the whole result from that character, a page of up to 6 KiB at a time with "
+        "the next offset; `steps: true` pages the last turn as readable steps. `wait_seconds` (max 30) waits for the "
+        "turn to end; `names: [\"a\", \"b\"]` waits for the first of several (`all: true`: every one), a line each and "
+        "the next call. Without `name`: every session (at most {max_running} run at once)."
     ),
     input_schema=closed_object(
         {
             "name": NAME_SCHEMA,
             "names": {"type": "array", "items": NAME_SCHEMA, "minItems": 1, "maxItems": MAX_NAMES, "uniqueItems": True,
-                      "description": "Several sessions instead of name: the wait ends when the first running one ends."},
+                      "description": "Several sessions instead of name: "
+                                     "the wait ends when the first running one ends."},
             "wait_seconds": {"type": "number", "minimum": 0,
                              "description": "Seconds to wait for the turn to end before answering (capped at 30; "
                                             "default 0: answer at once)."},
@@ -213,12 +219,14 @@ STATUS = dict(
             "steps": {"type": "boolean", "description": "With name: the last turn as readable steps (prompt, replies, "
                                                         "tool calls and results), a page at a time."},
             "steps_offset": {"type": "integer", "minimum": 0,
-                             "description": "With steps: the character offset to read from; the answer says the next one."},
+                             "description": "With steps: the character offset to read from; "
+                                            "the answer says the next one."},
         },
     ),
     title="Subagent status",
     annotations={"readOnlyHint": True},
-    argument_hints={"wait": "did you mean 'wait_seconds'?", "ids": "did you mean 'names'?", "id": "did you mean 'name'?"},
+    argument_hints={"wait": "did you mean 'wait_seconds'?", "ids": "did you mean 'names'?",
+                    "id": "did you mean 'name'?"},
 )
 
 def build_registry(engine: SubagentEngine) -> ToolRegistry:
@@ -235,7 +243,8 @@ def build_registry(engine: SubagentEngine) -> ToolRegistry:
 
         return Tool(handler=handler, **described)
 
-    return ToolRegistry([bind(START, _start), bind(CONTINUE, _continue), bind(INTERRUPT, _interrupt), bind(STATUS, _status)],
+    return ToolRegistry([bind(START, _start), bind(CONTINUE, _continue), bind(INTERRUPT, _interrupt),
+                         bind(STATUS, _status)],
                         instructions=instructions(_notices(engine)))
 
 
@@ -245,9 +254,10 @@ def _notices(engine: SubagentEngine | None) -> Notices:
 
 def instructions(notices: Notices) -> str:
     """What the model reads once about this server (MCP `instructions`)."""
-    arrival = notices.say("When a turn ends, its outcome arrives as a todo; `status(name, wait_seconds=30)` waits for it.",
-                          f"No notice arrives when a turn ends ({NO_SOCKET}): `status(name, wait_seconds=30)` waits for "
-                          "it (`names` and `all` for several).")
+    arrival = notices.say("When a turn ends, its outcome arrives as a todo; "
+                          "`status(name, wait_seconds=30)` waits for it.",
+                          f"No notice arrives when a turn ends ({NO_SOCKET}): `status(name, wait_seconds=30)` waits "
+                          "for it (`names` and `all` for several).")
     return ("Each `start` runs a nested headless `claude -p` session in the background, known by its `name`; "
             "`continue` gives that session its next prompt and `interrupt` stops its turn. Read what a session said "
             "with `status` (`result_offset` pages through a long result), not by reading claude's transcript files. "
@@ -258,11 +268,12 @@ def description_facts(engine: SubagentEngine | None) -> dict[str, Any]:
     """The daemon's own figures the descriptions name: its working directory, cap and defaults. Without an
     engine (a schema-only registry, as the fuzz tests build), the knobs' names."""
     notices = _notices(engine)
-    said = {"when_done": notices.say("When its turn ends you get one todo with the outcome, what it did, the start of its "
-                                     "result and its cost; status(name, wait_seconds=30) waits for the end.",
+    said = {"when_done": notices.say("When its turn ends you get one todo with the outcome, what it did, the start of "
+                                     "its result and its cost; status(name, wait_seconds=30) waits for the end.",
                                      f"No notice comes when its turn ends ({NO_SOCKET}): status(name, wait_seconds=30) "
                                      "waits for the end and answers with the outcome."),
-            "continue_done": notices.say("its end arrives as a todo.", "status(name, wait_seconds=30) waits for its end.")}
+            "continue_done": notices.say("its end arrives as a todo.",
+                                         "status(name, wait_seconds=30) waits for its end.")}
     if engine is None:
         return {**said, "workdir": "(--workdir)", "max_running": "max_running", "kill_grace": "--kill-grace",
                 "default_budget": "the daemon's --max-budget-usd", "default_turns": "the daemon's --max-turns",

@@ -127,7 +127,8 @@ class TranscriptReader:
                 self.turn.cost_recorded = True
         if is_prompt(entry):
             t.turns += 1
-            self.turn = LastTurn(prompt=text_of(entry["message"]["content"]), started_at=stamp, cost_before_usd=t.cost_usd)
+            self.turn = LastTurn(prompt=text_of(entry["message"]["content"]), started_at=stamp,
+                                 cost_before_usd=t.cost_usd)
             self.last_message_id = None
             return
         if self.turn is None:
@@ -154,7 +155,8 @@ class TranscriptReader:
             turn.result_text = ""
         if text:
             turn.result_text += text
-        if message.get("stop_reason") in ("end_turn", "stop_sequence", "max_tokens", "refusal") and turn.outcome != "interrupted":
+        if (message.get("stop_reason") in ("end_turn", "stop_sequence", "max_tokens", "refusal")
+                and turn.outcome != "interrupted"):
             turn.outcome = "completed"
         elif message.get("stop_reason") == "tool_use":
             turn.outcome = "no_result"

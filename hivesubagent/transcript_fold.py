@@ -52,7 +52,8 @@ def _is_cost(entry: dict) -> bool:
 def _names_model(entry: dict) -> bool:
     """An assistant entry that sets the transcript's model (TranscriptReader._assistant's rule)."""
     model = (entry.get("message") or {}).get("model")
-    return entry.get("type") == "assistant" and not entry.get("isApiErrorMessage") and bool(model) and model != "<synthetic>"
+    return (entry.get("type") == "assistant" and not entry.get("isApiErrorMessage") and bool(model)
+            and model != "<synthetic>")
 
 
 class _Lines:

@@ -33,7 +33,8 @@ class TurnTable:
         # signals sent), which the transcript does not record. Memory only: after a restart the transcript
         # alone answers.
         self._ended: dict[str, Turn] = {}
-        self.changes = 0  # counts every notified change (a state, a stream event): a waiter that reports progress sees each
+        # Counts every notified change (a state, a stream event): a waiter that reports progress sees each.
+        self.changes = 0
 
     def changed_locked(self) -> None:
         """Something about a turn changed (its state, claude's stream, its todo): wake every waiter."""
@@ -52,14 +53,16 @@ class TurnTable:
                 wait = f"status(name={name!r}, wait_seconds=30) waits for its end"
                 raise SubagentError(
                     f"refused: {name!r} is running (turn {running.number}, {running.elapsed():.0f}s so far); "
-                    + self.notices.say(f"its todo comes when it ends, {wait}", wait) + f", interrupt(name={name!r}) stops it"
+                    + self.notices.say(f"its todo comes when it ends, {wait}", wait)
+                    + f", interrupt(name={name!r}) stops it"
                 )
             if len(self._running) >= self.max_running:
                 names = sorted(self._running)
                 listed = ", ".join(f'"{n}"' for n in names)
                 raise SubagentError(
-                    f"refused: max_running={self.max_running} sessions are already running ({', '.join(names)}). Wait for "
-                    f"one to end with status(names=[{listed}], wait_seconds=30), then start again; or interrupt one of them"
+                    f"refused: max_running={self.max_running} sessions are already running "
+                    f"({', '.join(names)}). Wait for one to end with status(names=[{listed}], "
+                    "wait_seconds=30), then start again; or interrupt one of them"
                 )
             turn = make()
             self._running[name] = turn

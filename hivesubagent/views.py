@@ -21,7 +21,8 @@ from hivesubagent.turn import Turn
 
 OUTCOME_EXTRA_FIELDS = ("terminal_reason", "api_error_status", "num_turns")
 # A turn stopped by one of its caps goes on with a higher one: the argument its todo's next call names.
-RAISE_THE_CAP = {"budget_exceeded": ", max_budget_usd=...", "max_turns": ", max_turns=...", "timed_out": ", timeout_minutes=..."}
+RAISE_THE_CAP = {"budget_exceeded": ", max_budget_usd=...", "max_turns": ", max_turns=...",
+                 "timed_out": ", timeout_minutes=..."}
 
 
 def iso(wall: float | None) -> str | None:
@@ -107,9 +108,9 @@ def outcome_extras(o: claude.Outcome, fields: tuple[str, ...]) -> OutcomeExtras:
 
 def transcript_view(t: Transcript, name: str, result_chars: int, other: LiveSession | None, ours: Turn | None,
                     work: WorkData | None = None) -> SessionView:
-    """A session that this daemon is not running, from its transcript (which carries `name`). `other`: a claude process this daemon
-    did not start that runs it; `ours`: this engine's ended turn that wrote the transcript's last turn; `work`:
-    what the last turn did (turn_work), when the caller read it."""
+    """A session that this daemon is not running, from its transcript (which carries `name`). `other`: a claude
+    process this daemon did not start that runs it; `ours`: this engine's ended turn that wrote the transcript's last
+    turn; `work`: what the last turn did (turn_work), when the caller read it."""
     last = t.last_turn
     view: SessionView = {
         "name": name,
@@ -168,7 +169,8 @@ def turn_todo(turn: Turn, view: TurnView) -> tuple[str, str]:
     lines = [facts, f"detail: {o['detail']}", *work_lines(o["work"])]
     if o["result_text"]:
         shown = len(o["result_text"])
-        lines += [f"result ({shown} of {o['result_chars']} characters):" if o["result_next_offset"] else "result:", o["result_text"]]
+        lines += [f"result ({shown} of {o['result_chars']} characters):" if o["result_next_offset"] else "result:",
+                  o["result_text"]]
         if o["result_next_offset"]:
             lines.append(read_on(turn.name, o["result_next_offset"], o["result_chars"]))
     more = RAISE_THE_CAP.get(o["outcome"], "")

@@ -38,7 +38,8 @@ class WaitOutcome:
 
     def as_dict(self) -> WaitFacts:
         return {"asked": self.window.asked, "seconds": self.window.seconds, "capped": self.window.capped,
-                "waited": round(self.waited, 3), "skipped": self.skipped, "all": self.want_all, "ended": list(self.ended)}
+                "waited": round(self.waited, 3), "skipped": self.skipped, "all": self.want_all,
+                "ended": list(self.ended)}
 
 
 def wait_turns(table: TurnTable, turns: list[Turn], want_all: bool, window: WaitWindow, slots: WaitSlots,
@@ -57,7 +58,8 @@ def wait_turns(table: TurnTable, turns: list[Turn], want_all: bool, window: Wait
             skipped = not got
             if got:
                 paced_wait(table.cond, done, window.seconds, progress, cancel or Cancellation(),
-                           news=lambda: table.changes, message=lambda waited: progress_message(turns, waited), clock=clock)
+                           news=lambda: table.changes, message=lambda waited: progress_message(turns, waited),
+                           clock=clock)
     with table.cond:
         ended = tuple(t.name for t in turns if t.state == T.ENDED)
     return WaitOutcome(window, clock() - start, skipped, want_all, ended)
