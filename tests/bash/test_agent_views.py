@@ -5,7 +5,8 @@ cursor, waits on several tasks and on a line of output, and what `task started` 
 import threading
 
 import pytest
-from kit.hivebash_testkit import settings, wait_until
+from kit.gate import Gate
+from kit.hivebash_testkit import ended_mid_wait, settings, wait_until
 
 from common.tools import CallContext
 from hivebash import inline_wait
@@ -55,10 +56,12 @@ def test_only_the_agents_status_clears_a_completion_todo(agent_tools, todos):
     assert todos.for_key("tv1")[-1] == ("clear", "tv1")
 
 
-def test_an_operators_inline_wait_leaves_the_completion_todo(agent_tools, todos):
+def test_an_operators_inline_wait_leaves_the_completion_todo(agent_tools, todos, tmp_path):
     tools, engine = agent_tools
-    call(tools, "run", cmd="sleep 0.3", name="opw", wait_seconds=0)
-    res = call(tools, "status", OPERATOR, id="opw", wait_seconds=20)
+    gate = Gate(tmp_path)  # held until its running todo is out and the operator's call waits
+    call(tools, "run", cmd=gate.wait, name="opw", wait_seconds=0)
+    assert todos.wait_upserts("opw", 1)[0]["data"]["status"] == "running"
+    res = ended_mid_wait(engine, "opw", gate, lambda: call(tools, "status", OPERATOR, id="opw", wait_seconds=20))
     assert res.data["status"] == "done"
     assert "status=done" in todos.wait_upserts("opw", 2)[-1]["summary"]
 
@@ -102,14 +105,14 @@ def test_task_started_says_running_and_shows_the_output_so_far(agent_tools):
 
 def test_new_only_shows_what_the_agent_was_not_shown(agent_tools, tmp_path):
     tools, engine = agent_tools
-    gate = tmp_path / "gate"
-    call(tools, "run", cmd=f"sleep 0.2; echo first; while [ ! -e {gate} ]; do sleep 0.02; done; echo second", name="grow",
-         wait_seconds=0)
+    before, gate = Gate(tmp_path), Gate(tmp_path)  # "first" comes after run's answer (which would show it)
+    call(tools, "run", cmd=f"{before.wait}; echo first; {gate.wait}; echo second", name="grow", wait_seconds=0)
+    before.open()
     assert wait_until(lambda: "first" in call(tools, "status", OPERATOR, id="grow").data["stdout"]["tail"])
     assert "first" in call(tools, "status", OPERATOR, id="grow", new_only=True).text  # the operator moves nothing
     shown = call(tools, "status", id="grow")
     assert "first" in shown.text
-    gate.touch()
+    gate.open()
     call(tools, "status", OPERATOR, id="grow", wait_seconds=20)
     new = call(tools, "status", id="grow", new_only=True).text.split("\ncwd: ")[1]
     assert "--- stdout: new line 2 (7 bytes new; 2 lines, 13 bytes in all) ---" in new and "\nsecond\n" in new and "first" not in new
@@ -162,11 +165,12 @@ def test_grep_and_window_views_and_stream(agent_tools):
     assert "E: broken" in call(tools, "status", id="seq", stream="stderr").text
 
 
-def test_status_of_several_ids_answers_when_the_first_ends(agent_tools, todos):
+def test_status_of_several_ids_answers_when_the_first_ends(agent_tools, todos, tmp_path):
     tools, engine = agent_tools
-    call(tools, "run", cmd="sleep 0.3; exit 4", name="quick", wait_seconds=0)
+    gate = Gate(tmp_path)  # quick ends once the call waits on both
+    call(tools, "run", cmd=f"{gate.wait}; exit 4", name="quick", wait_seconds=0)
     call(tools, "run", cmd="sleep 30", name="slow", wait_seconds=0)
-    res = call(tools, "status", ids=["slow", "quick"], wait_seconds=20)
+    res = ended_mid_wait(engine, "quick", gate, lambda: call(tools, "status", ids=["slow", "quick"], wait_seconds=20))
     lines = res.text.splitlines()
     assert lines[0].startswith("id=slow status=running") and lines[1].startswith("id=quick status=done exit_code=4")
     assert res.data["ended"] == ["quick"] and "ended during this call: quick; still running: slow" in res.text

@@ -8,7 +8,15 @@ import threading
 
 import pytest
 from kit.gate import Gate
-from kit.hivebash_testkit import ended_in_memory, marked_processes, shell_exited, task_ids, wait_idle, wait_until
+from kit.hivebash_testkit import (
+    ended_in_memory,
+    ended_mid_wait,
+    marked_processes,
+    shell_exited,
+    task_ids,
+    wait_idle,
+    wait_until,
+)
 
 from hivebash import runner
 from hivebash.answer_texts import facts_line
@@ -64,9 +72,11 @@ def test_background_task_gets_running_todo_then_completion_then_status_clears_it
     assert len(todos.for_key(tid)) == 3
 
 
-def test_wait_wakes_as_soon_as_the_task_ends(engine, todos):
-    out = engine.run("sleep 0.2", wait_seconds=0)
-    st = engine.status(out.view.task.id, wait_seconds=20)
+def test_wait_wakes_as_soon_as_the_task_ends(engine, todos, tmp_path):
+    gate = Gate(tmp_path)  # held until its running todo is out and the status call waits
+    out = engine.run(gate.wait, wait_seconds=0)
+    todos.wait_upserts(out.view.task.id)
+    st = ended_mid_wait(engine, out.view.task.id, gate, lambda: engine.status(out.view.task.id, wait_seconds=20))
     assert st.view.task.state == "done"
     assert st.waited < 10  # woke on the exit, not at the 20 s deadline
     assert todos.for_key(out.view.task.id)[-1][0] == "clear"
@@ -74,7 +84,7 @@ def test_wait_wakes_as_soon_as_the_task_ends(engine, todos):
 
 def test_wait_is_capped_and_says_so(make_engine, todos):
     engine = make_engine(wait_cap=0.3)
-    out = engine.run("sleep 5", wait_seconds=3)
+    out = engine.run("sleep 30", wait_seconds=3)
     assert out.window.capped and out.window.seconds == 0.3 and out.window.asked == 3
     assert out.view.task.state == "running" and out.waited >= 0.29
     assert todos.for_key(out.view.task.id)[0][0] == "upsert"  # not finished in the window: running todo
@@ -82,7 +92,7 @@ def test_wait_is_capped_and_says_so(make_engine, todos):
 
 
 def test_name_reuse_refused_while_running_allowed_after(engine):
-    first = engine.run("echo first; sleep 5", name="build", wait_seconds=0.5)
+    first = engine.run("echo first; sleep 30", name="build", wait_seconds=0.5)
     before = sorted(os.listdir(engine.store.dir))
     with pytest.raises(EngineError, match="name: task 'build' is still running"):
         engine.run("echo second", name="build")

@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 from daemon_harness import sink_todos, wait_until
+from kit.gate import Gate
 from mcp.client.client import Client
 
 DAEMON = str(Path(sys.executable).parent / "hive-bash-daemon")
@@ -65,7 +66,7 @@ def test_status_with_wait_for_says_what_it_waits_for(bash_daemon):
 @pytest.mark.slow
 def test_a_call_without_progress_gets_no_stream(bash_daemon):
     d = bash_daemon()
-    seen, result = anyio.run(_call, d.url, "2026-07-28", "run", {"cmd": "echo hi; sleep 1.5", "wait_seconds": 3},
+    seen, result = anyio.run(_call, d.url, "2026-07-28", "run", {"cmd": "echo hi; sleep 1.5", "wait_seconds": 20},
                              False)
     assert seen == [] and "hi" in result.content[0].text and "done" in result.content[0].text
 
@@ -126,11 +127,14 @@ def test_a_line_after_a_quiet_second_is_told_at_once(bash_daemon):
     assert first[0] < 2.0, f"the line was told at {first[0]}s of the wait, with the heartbeat: {seen}"
 
 
-def test_the_message_of_a_wait_on_several_tasks(engine):
+def test_the_message_of_a_wait_on_several_tasks(engine, tmp_path):
     from hivebash.wait_progress import WaitTelling
 
+    gate = Gate(tmp_path)  # b prints after a: its line is the last one
     engine.run("echo one; sleep 30", name="a", wait_seconds=0)
-    engine.run("sleep 0.5; printf 'x\\ny\\n' >&2; sleep 30", name="b", wait_seconds=0)
+    engine.run(f"{gate.wait}; printf 'x\\ny\\n' >&2; sleep 30", name="b", wait_seconds=0)
+    wait_until(lambda: engine.status("a", operator=True).view.stdout.text == "one\n", 10, "a's line")
+    gate.open()
     with engine.registry.locked() as tasks:
         entries = [tasks.get("a"), tasks.get("b")]
     telling = WaitTelling(engine.registry, entries, engine.rooms.answers.sources, None, time.monotonic)

@@ -4,6 +4,7 @@ nothing), results carry a stable first line of key=value facts, the tails verbat
 import os
 
 import pytest
+from kit.gate import Gate
 from kit.hivebash_testkit import task_ids, wait_until
 
 from common.tools import CallContext, ToolArgumentsError
@@ -35,16 +36,18 @@ def test_run_inline_text_and_data(tools):
     assert res.data["stdout"]["tail"] == "out\n" and res.data["wait"]["capped"] is False
 
 
-def test_run_started_answer_and_status_wait(tools):
-    res = call(tools, "run", cmd="sleep 0.3; echo late", wait_seconds=0, name="bg")
+def test_run_started_answer_and_status_wait(tools, tmp_path):
+    gate = Gate(tmp_path)  # "late" comes after the started answer
+    res = call(tools, "run", cmd=f"{gate.wait}; echo late", wait_seconds=0, name="bg")
     assert res.text.startswith("task started: id=bg\n") and res.data["started"] is True
+    gate.open()
     st = call(tools, "status", id="bg", wait_seconds=10)
     assert st.text.startswith("id=bg status=done exit_code=0") and "late\n" in st.text
 
 
 def test_cap_is_reported(make_engine):
     tools = build_registry(make_engine(wait_cap=0.2))
-    res = call(tools, "run", cmd="sleep 3", wait_seconds=100)
+    res = call(tools, "run", cmd="sleep 30", wait_seconds=100)
     assert "wait_capped=0.2s(asked 100s)" in res.text and "(wait_seconds=100 was capped at 0.2)" in res.text
     assert res.data["wait"] == res.data["wait"] | {"capped": True, "asked": 100, "seconds": 0.2}
     st = call(tools, "status", id=res.data["id"], wait_seconds=31)

@@ -4,10 +4,11 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
-from daemon_harness import wait_until  # noqa: F401 - the one wait helper, re-exported for the bash tests
+from daemon_harness import wait_until
 from todo_recorder import TodoRecorder  # noqa: F401 - re-exported for the bash tests
 
 from common.config import BashSettings
@@ -39,6 +40,23 @@ def ended_in_memory(engine, task_id):
     """The task's end is decided (its terminal record may still be being written)."""
     with engine.registry.locked() as tasks:
         return tasks.get(task_id).task.ended
+
+
+def inline_waiters(engine, task_id):
+    """How many calls wait inline for the task's end now: once one counts, its answer will say the task ended
+    during it (the moment a test may let a gated task end)."""
+    with engine.registry.locked() as tasks:
+        return tasks.get(task_id).inline_waiters
+
+
+def ended_mid_wait(engine, task_id, gate, call):
+    """`call()`, a call that waits inline on task_id, answered after `gate` (the task's) was opened while it
+    waited: the task ends during the call however slow the machine is."""
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(call)
+        wait_until(lambda: inline_waiters(engine, task_id) or answer.done(), 10, f"a call waiting on {task_id}")
+        gate.open()
+        return answer.result(30)
 
 
 def wait_idle(engine, timeout):
