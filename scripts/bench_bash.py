@@ -186,7 +186,8 @@ def throughput(ctx):
         # run to `done`, outside the timed window.
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and any(
-                conn.call("list", {"state": state, "limit": 1})["structuredContent"]["total"] for state in ("pending", "running")):
+                conn.call("list", {"state": state, "limit": 1})["structuredContent"]["total"]
+                for state in ("pending", "running")):
             time.sleep(0.005)
         elapsed = time.monotonic() - started
         daemon_ms, tasks_ms, idle = cpu.per_task(max(1, len(submitted)))
@@ -199,7 +200,8 @@ def throughput(ctx):
                 "python loop spawn+reap", base_rate, target="every task done, no client error",
                 ok=not problems, note="; ".join(problems)),
             Row("bash", "throughput: daemon CPU per task (user + system)", "ms", daemon_ms, None, len(submitted),
-                "its children's CPU (tasks, sync tool)", tasks_ms, target="no higher than before a change (docs/performance.md, Targets)",
+                "its children's CPU (tasks, sync tool)", tasks_ms,
+                target="no higher than before a change (docs/performance.md, Targets)",
                 note=f"bash alone in the loop: {loop_bash_ms:.2f} ms; the machine idle {idle:.0f}% of "
                      f"{psutil.cpu_count()} cores; the daemon used {daemon_ms * rate / 1000:.2f} of them")]
 
@@ -207,9 +209,11 @@ def many_running(ctx):
     tasks = ctx.reps(1000, 200)
     with Daemon(DAEMON, ctx.workdir / "many", env={"HIVE_BASH_MAX_RUNNING": str(tasks)}) as d:
         conn = McpConnection(d.port)
-        ids = [conn.call("run", {"cmd": "sleep 600", "wait_seconds": 0})["structuredContent"]["id"] for _ in range(tasks)]
+        ids = [conn.call("run", {"cmd": "sleep 600", "wait_seconds": 0})["structuredContent"]["id"]
+               for _ in range(tasks)]
         deadline = time.monotonic() + 120
-        while conn.call("list", {"state": "pending", "limit": 1})["structuredContent"]["total"] and time.monotonic() < deadline:
+        while (conn.call("list", {"state": "pending", "limit": 1})["structuredContent"]["total"]
+               and time.monotonic() < deadline):
             time.sleep(0.2)
         samples = timed(lambda: conn.call("status", {"id": ids[len(ids) // 2]}), 300)
         rss = psutil.Process(d.proc.pid).memory_info().rss / 2**20
@@ -220,7 +224,8 @@ def many_running(ctx):
     med, p99 = percentiles(samples)
     return [Row("bash", f"status with {running} tasks running", "ms", med, p99, len(samples), target="p99 < 5 ms",
                 ok=p99 < 5 and running == tasks),
-            Row("bash", f"daemon RSS with {running} tasks running", "MiB", rss, None, 1, target="< 150 MiB", ok=rss < 150),
+            Row("bash", f"daemon RSS with {running} tasks running", "MiB",
+                rss, None, 1, target="< 150 MiB", ok=rss < 150),
             Row("bash", f"SIGTERM stop with {running} tasks running", "s", stop_seconds, None, 1,
                 note="all recorded interrupted")]
 
@@ -294,7 +299,8 @@ def grep_big_output(ctx):
 def status_views(ctx):
     """status with each view on a small output (200 lines), beside a plain status of the same task."""
     n = ctx.reps(300, 60)
-    views = {"plain": {}, "grep": {"grep": "line 1[0-9]$", "context": 1}, "from_line": {"from_line": 50, "max_lines": 20},
+    views = {"plain": {}, "grep": {"grep": "line 1[0-9]$", "context": 1},
+             "from_line": {"from_line": 50, "max_lines": 20},
              "stream": {"stream": "stderr"}, "new_only": {"new_only": True}}
     rows = []
     with Daemon(DAEMON, ctx.workdir / "views") as d:
@@ -309,10 +315,11 @@ def status_views(ctx):
     bmed = figures["plain"][0]
     for name, (med, p99) in figures.items():
         if name == "plain":
-            rows.append(Row("bash", "status of a 200-line output (no view)", "ms", med, p99, n, target="< 2 ms", ok=med < 2))
+            rows.append(Row("bash", "status of a 200-line output (no view)", "ms",
+                            med, p99, n, target="< 2 ms", ok=med < 2))
         else:
-            rows.append(Row("bash", f"status with {name} on a 200-line output", "ms", med, p99, n, "status, no view", bmed,
-                            target="< 2 ms", ok=med < 2))
+            rows.append(Row("bash", f"status with {name} on a 200-line output", "ms", med, p99, n, "status, no view",
+                            bmed, target="< 2 ms", ok=med < 2))
     return rows
 
 

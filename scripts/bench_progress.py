@@ -71,7 +71,8 @@ def line_to_progress_event(ctx):
     med, p99 = percentiles(delays)
     p95 = sorted(delays)[min(len(delays) - 1, int(len(delays) * 0.95))] * 1000
     return [Row("progress", "output line -> progress event", "ms", med, p99, len(delays),
-                target="p95 < 150 ms", ok=p95 < 150, note=f"p95 {p95:.1f} ms, mean {statistics.mean(delays) * 1000:.1f} ms")]
+                target="p95 < 150 ms", ok=p95 < 150,
+                note=f"p95 {p95:.1f} ms, mean {statistics.mean(delays) * 1000:.1f} ms")]
 
 
 BENCHMARKS = [round_trip_with_and_without_token, line_to_progress_event]

@@ -49,13 +49,19 @@ def transcript_body(target_bytes: int, named: bool) -> bytes:
         ts = f"2026-11-30T{10 + i // 3600 % 12:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z"
         cost += 0.01
         turn = [
-            {**common, "type": "user", "message": {"role": "user", "content": f"turn {i}: the next step"}, "timestamp": ts, "promptSource": "sdk"},
-            {**common, "type": "assistant", "timestamp": ts, "message": {"id": f"m{i}a", "model": "claude-opus-5-5", "role": "assistant",
-             "content": [{"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": "make test"}}], "stop_reason": "tool_use"}},
+            {**common, "type": "user", "message": {"role": "user", "content": f"turn {i}: the next step"},
+             "timestamp": ts, "promptSource": "sdk"},
+            {**common, "type": "assistant", "timestamp": ts,
+             "message": {"id": f"m{i}a", "model": "claude-opus-5-5", "role": "assistant",
+                         "content": [{"type": "tool_use", "id": f"t{i}", "name": "Bash",
+                                      "input": {"command": "make test"}}],
+                         "stop_reason": "tool_use"}},
             {**common, "type": "user", "timestamp": ts, "toolUseResult": {"stdout": "ok"},
-             "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": "x" * 6000}]}},
-            {**common, "type": "assistant", "timestamp": ts, "message": {"id": f"m{i}b", "model": "claude-opus-5-5", "role": "assistant",
-             "content": [{"type": "text", "text": "Done: " + "z" * 600}], "stop_reason": "end_turn"}},
+             "message": {"role": "user",
+                         "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": "x" * 6000}]}},
+            {**common, "type": "assistant", "timestamp": ts,
+             "message": {"id": f"m{i}b", "model": "claude-opus-5-5", "role": "assistant",
+                         "content": [{"type": "text", "text": "Done: " + "z" * 600}], "stop_reason": "end_turn"}},
             *([{"type": "custom-title", "customTitle": "@@NAME@@", "sessionId": "@@SID@@"}] if named else []),
             {"type": "cost-state", "totalCostUSD": round(cost, 4)},
         ]
@@ -246,7 +252,8 @@ def summaries_memory(ctx):
     shutil.rmtree(root, ignore_errors=True)
     return [Row("sessions", "summaries' memory, 1,000 transcripts (167 named)", "MiB", held, None, 1,
                 target=f"< {MEMORY_TARGET_MIB:.0f} MiB", ok=held < MEMORY_TARGET_MIB,
-                note=f"{entries} files indexed; first status() in-process took {elapsed * 1000:.0f} ms under tracemalloc")]
+                note=f"{entries} files indexed; first status() in-process took {elapsed * 1000:.0f} ms "
+                     "under tracemalloc")]
 
 
 BENCHMARKS = [lookups, summaries_memory]

@@ -44,7 +44,8 @@ class Sink:
         self.arrived: dict[str, float] = {}
         self.turn_seconds: dict[str, float] = {}  # the daemon's own spawn-to-end time of each turn
         self.cond = threading.Condition()
-        self.proc = subprocess.Popen([sys.executable, "-m", "common.todos.cli", "serve", "--socket", str(self.path), "--json"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "common.todos.cli", "serve", "--socket",
+                                      str(self.path), "--json"],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
         threading.Thread(target=self._read, daemon=True).start()
         with self.cond:
@@ -125,12 +126,17 @@ def turn_overhead(ctx):
     overhead = statistics.median(d - b for d, b in zip(via_daemon, direct, strict=True)) * 1000 / b_med * 100
     answer_med, answer_max = statistics.median(answers) * 1000, max(answers) * 1000
     return [
-        Row("subagent", "turn wall time via the daemon (start call to todo)", "ms", d_med, max(via_daemon) * 1000, n, "claude -p direct", b_med,
-            target="< 2% over direct", ok=overhead < 2.0, ratio=1 + overhead / 100, note=f"overhead {overhead:+.1f}% (median of paired differences)"),
+        Row("subagent", "turn wall time via the daemon (start call to todo)", "ms",
+            d_med, max(via_daemon) * 1000, n, "claude -p direct", b_med,
+            target="< 2% over direct", ok=overhead < 2.0, ratio=1 + overhead / 100,
+            note=f"overhead {overhead:+.1f}% (median of paired differences)"),
         Row("subagent", "  baseline: the same claude -p run directly", "ms", b_med, max(direct) * 1000, n),
-        Row("subagent", "  the daemon's own share of a turn", "ms", statistics.median(shares) * 1000, max(shares) * 1000, n,
-            note="wall time minus claude's lifetime as the daemon timed it: HTTP call, spawn, exit handling, todo delivery"),
-        Row("subagent", "start: spawn to answer", "ms", answer_med, answer_max, n, target="< 300 ms", ok=answer_max < 300.0,
+        Row("subagent", "  the daemon's own share of a turn", "ms",
+            statistics.median(shares) * 1000, max(shares) * 1000, n,
+            note="wall time minus claude's lifetime as the daemon timed it: HTTP call, spawn, "
+                 "exit handling, todo delivery"),
+        Row("subagent", "start: spawn to answer", "ms",
+            answer_med, answer_max, n, target="< 300 ms", ok=answer_max < 300.0,
             note="includes --confirm-wait (0.2 s) for claude's init line"),
     ]
 

@@ -199,8 +199,8 @@ class McpConnection:
         import http.client
 
         self.conn = http.client.HTTPConnection(host, port, timeout=120)
-        self.meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
-                     "hive/structured": True}
+        self.meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                     "io.modelcontextprotocol/clientCapabilities": {}, "hive/structured": True}
         self.next_id = 0
 
     def call(self, name: str, arguments: dict) -> dict:

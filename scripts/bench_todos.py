@@ -25,7 +25,8 @@ class Sockets:
     def __init__(self, workdir: Path):
         workdir.mkdir(parents=True, exist_ok=True)
         self.paths = {state: workdir / f"{state}.sock" for state in STATES}
-        self.sink = subprocess.Popen([sys.executable, "-m", "common.todos.cli", "serve", "--socket", str(self.paths["up"]),
+        self.sink = subprocess.Popen([sys.executable, "-m", "common.todos.cli", "serve", "--socket",
+                                      str(self.paths["up"]),
                                       "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.sink.stdout.readline()  # "serving": it listens
         threading.Thread(target=self._drain, daemon=True).start()
@@ -86,7 +87,8 @@ def upsert_by_socket_state(ctx):
     try:
         for i in range(n):
             for state in STATES:
-                samples[state] += timed(lambda state=state, i=i: todos[state].upsert(f"t{i % 50}", f"done {i}", "Read(x)", {"i": i}), 1)
+                samples[state] += timed(
+                    lambda state=state, i=i: todos[state].upsert(f"t{i % 50}", f"done {i}", "Read(x)", {"i": i}), 1)
                 _settle(todos[state], state)
     finally:
         for t in todos.values():
@@ -111,7 +113,8 @@ def run_call_by_socket_state(ctx):
             timed(lambda state=state: conns[state].call("run", {"cmd": "true", "wait_seconds": 0}), 5)
         for _ in range(n):
             for state in STATES:
-                samples[state] += timed(lambda state=state: conns[state].call("run", {"cmd": "true", "wait_seconds": 0}), 1)
+                samples[state] += timed(
+                    lambda state=state: conns[state].call("run", {"cmd": "true", "wait_seconds": 0}), 1)
     finally:
         for conn in conns.values():
             conn.close()

@@ -136,7 +136,8 @@ def rewrite(text: str, examples: dict[str, str], where: str) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 and show a diff on drift")
     parser.add_argument("--list", action="store_true", help="print the example names")
     args = parser.parse_args()

@@ -122,7 +122,8 @@ def _drive(url: str, sock: RecordingSocket, ids: dict[str, str]) -> dict[str, st
     out["bash-status-window"] = call(url, "status", id="make", from_line=4998, max_lines=4, stream="stdout")
     # "two" waits for a file the script makes once the agent has been shown "one" (timing-proof).
     gate = Path(next(real for real, shown in ids.items() if shown == WORKDIR)) / "gate"
-    call_tool(url, "run", {"cmd": "echo one; until [ -e gate ]; do sleep 0.05; done; echo two; sleep 30", "name": "feed",
+    call_tool(url, "run",
+              {"cmd": "echo one; until [ -e gate ]; do sleep 0.05; done; echo two; sleep 30", "name": "feed",
                            "wait_seconds": 0})
     wait_until(lambda: "one" in call_tool(url, "status", {"id": "feed"}).data["stdout"]["tail"], "feed's first line")
     call_tool(url, "status", {"id": "feed"}, operator=False)  # the agent sees "one"
@@ -133,7 +134,8 @@ def _drive(url: str, sock: RecordingSocket, ids: dict[str, str]) -> dict[str, st
     call_tool(url, "run", {"cmd": "sleep 30", "name": "build-b", "wait_seconds": 0})
     # Sleeps of 0.2 s: the examples round times to whole seconds, so a loaded machine still prints 0.00s.
     out["bash-status-ids"] = call(url, "status", ids=["build-a", "build-b"], wait_seconds=20)
-    out["bash-run-wait-for"] = call(url, "run", cmd="echo starting; sleep 0.2; echo 'listening on http://127.0.0.1:8080'; "
+    out["bash-run-wait-for"] = call(url, "run",
+                                    cmd="echo starting; sleep 0.2; echo 'listening on http://127.0.0.1:8080'; "
                                     "sleep 300", name="web", wait_for="listening on", wait_seconds=20)
     for task in ("feed", "build-b", "web"):
         call_tool(url, "kill", {"id": task, "force": True})

@@ -53,8 +53,8 @@ def examples() -> dict[str, str]:
         prompt.write_text("Review the files you are given; report problems only.\n")
         sock = RecordingSocket(root / "agent.sock")
         slug = re.sub(r"[^a-zA-Z0-9]", "-", str(work))
-        paths = {str(root / "state"): STATE, str(work): WORKDIR, str(home): HOME, slug: re.sub(r"[^a-zA-Z0-9]", "-", WORKDIR),
-                 str(prompt): "/root/work/prompts/review.md"}
+        paths = {str(root / "state"): STATE, str(work): WORKDIR, str(home): HOME,
+                 slug: re.sub(r"[^a-zA-Z0-9]", "-", WORKDIR), str(prompt): "/root/work/prompts/review.md"}
         argv = [DAEMON, "--state-dir", str(root / "state"), "--workdir", str(work), "--claude-bin", str(claude),
                 "--max-running", "2"]
         with Daemon(argv, root / "daemon", env={"HIVE_AGENT_SOCKET": str(sock.path), "HOME": str(home)}) as d:
@@ -76,7 +76,8 @@ def _drive(url: str, sock: RecordingSocket, prompt: str) -> dict[str, str]:
     out["subagent-continue"] = call(url, "continue", name="review", prompt="FAKE:sleep=60 look again", model="sonnet")
     out["subagent-continue-refused"] = call(url, "continue", name="review", prompt="and more")
     # claude has written the turn's prompt to the transcript once its init line is seen
-    wait_until(lambda: call_tool(url, "status", {"name": "review"}).data.get("confirmed"), "review's second turn to start")
+    wait_until(lambda: call_tool(url, "status", {"name": "review"}).data.get("confirmed"),
+               "review's second turn to start")
     out["subagent-status-running"] = call(url, "status", name="review")
     out["subagent-interrupt"] = call(url, "interrupt", name="review")
     out["subagent-status-all"] = call(url, "status")
