@@ -142,6 +142,14 @@ class CpuSplit:
         return (daemon1 - daemon0) * 1000 / tasks, (tasks1 - tasks0) * 1000 / tasks, idle
 
 
+def _until_idle(conn: McpConnection, deadline: float) -> None:
+    """Until the daemon has no task pending or running, or the deadline."""
+    while time.monotonic() < deadline and any(
+            conn.call("list", {"state": state, "limit": 1})["structuredContent"]["total"]
+            for state in ("pending", "running")):
+        time.sleep(0.005)
+
+
 def throughput(ctx):
     seconds = 2.0 if ctx.quick else 5.0
     # Baseline: a plain Python loop spawning and reaping bash -c true.
@@ -184,11 +192,7 @@ def throughput(ctx):
         # submitted has finished, not when the last one was accepted (a status call per task, one after the
         # other, would measure the polling client as much as the daemon). Every task is then checked to have
         # run to `done`, outside the timed window.
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and any(
-                conn.call("list", {"state": state, "limit": 1})["structuredContent"]["total"]
-                for state in ("pending", "running")):
-            time.sleep(0.005)
+        _until_idle(conn, time.monotonic() + 120)
         elapsed = time.monotonic() - started
         daemon_ms, tasks_ms, idle = cpu.per_task(max(1, len(submitted)))
         not_done = [i for i in submitted if conn.call("status", {"id": i})["structuredContent"]["status"] != "done"]
