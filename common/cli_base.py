@@ -12,7 +12,7 @@ import logging
 import os
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar, overload
@@ -147,10 +147,11 @@ class DaemonClient:
         self._said_waiting = False
         self.token = _read_token(token_file) if token_file is not None else None
 
-    def call(self, tool: str, arguments: dict[str, Any], *, as_json: bool = False, wait: float = 0.0
+    def call(self, tool: str, arguments: Mapping[str, object], *, as_json: bool = False, wait: float = 0.0
              ) -> ToolCallResult:
         """One tool call; exits 3 when the daemon cannot be reached and 1 when it refuses (the reason on stderr,
-        or as {"error": ...} with --json)."""
+        or as {"error": ...} with --json). `arguments`: the tool's TypedDict where the command builds it so;
+        a None value is an option not given, and is left out."""
         from common.mcp_client import McpClientError, call_tool
 
         self._say_waiting(wait)

@@ -12,7 +12,7 @@ import resource
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -30,6 +30,9 @@ from common.cli_base import (
 from common.config import BashSettings, click_options
 
 from .cli_interactive import attach_cmd, send_cmd
+
+if TYPE_CHECKING:  # the tools' argument types only (importing hivebash.tools would load the engine)
+    from .tools import KillArgs, ListArgs, RunArgs, StatusArgs
 
 STATE_EXIT = {"timed_out": 124, "interrupted": 125, "killed": 137}
 DEFAULT_PORT = 7711
@@ -132,8 +135,13 @@ def run_cmd(client: DaemonClient, cmd: tuple[str, ...], name: str | None, timeou
     (`hive-bash run --wait 30 --json make test` prints JSON; `hive-bash run make test --json` runs
     `make test --json`).
     """
-    args = {"cmd": " ".join(cmd), "name": name, "timeout_secs": timeout_secs, "wait_seconds": wait_seconds,
-            "cwd": str((cwd or Path.cwd()).absolute()), "stdin": stdin}
+    args: RunArgs = {"cmd": " ".join(cmd), "wait_seconds": wait_seconds, "cwd": str((cwd or Path.cwd()).absolute())}
+    if name is not None:
+        args["name"] = name
+    if timeout_secs is not None:
+        args["timeout_secs"] = timeout_secs
+    if stdin is not None:
+        args["stdin"] = stdin
     result = client.call("run", args, as_json=as_json, wait=wait_seconds)
     show(result, as_json)
     sys.exit(_exit_for(result.data))
@@ -182,8 +190,10 @@ def wait_cmd(client: DaemonClient, task_ids: tuple[str, ...], wait_seconds: floa
     deadline = time.monotonic() + wait_seconds
     while True:
         step = min(max(0.0, deadline - time.monotonic()), 30.0)
-        result = client.call("status", {"ids": list(task_ids), "wait_seconds": step, "wait_for": wait_for},
-                             as_json=as_json, wait=step)
+        args: StatusArgs = {"ids": list(task_ids), "wait_seconds": step}
+        if wait_for is not None:
+            args["wait_for"] = wait_for
+        result = client.call("status", args, as_json=as_json, wait=step)
         data = result.data
         if data.get("ended") or (data.get("wait_for") or {}).get("matched") or deadline - time.monotonic() <= 0:
             break
@@ -205,7 +215,8 @@ main.add_command(attach_cmd)
 @click.pass_obj
 def kill_cmd(client: DaemonClient, task_id: str, force: bool, as_json: bool) -> None:
     """Stop a task (SIGINT to its group; --force: SIGKILL). Returns at once."""
-    show(client.call("kill", {"id": task_id, "force": force}, as_json=as_json), as_json)
+    args: KillArgs = {"id": task_id, "force": force}
+    show(client.call("kill", args, as_json=as_json), as_json)
 
 
 @main.command("list")
@@ -215,7 +226,10 @@ def kill_cmd(client: DaemonClient, task_id: str, force: bool, as_json: bool) -> 
 @click.pass_obj
 def list_cmd(client: DaemonClient, state: str | None, limit: int, as_json: bool) -> None:
     """List tasks, newest first."""
-    show(client.call("list", {"state": state, "limit": limit}, as_json=as_json), as_json)
+    args: ListArgs = {"limit": limit}
+    if state is not None:
+        args["state"] = state
+    show(client.call("list", args, as_json=as_json), as_json)
 
 
 @main.command("tail")
@@ -228,7 +242,9 @@ def list_cmd(client: DaemonClient, state: str | None, limit: int, as_json: bool)
 @click.pass_obj
 def tail_cmd(client: DaemonClient, task_id: str, follow: bool, stream: str, count: int) -> None:
     """Print the end of a task's output file (read directly from the daemon's state directory)."""
-    data = client.call("status", {"id": task_id}).data
+    first: StatusArgs = {"id": task_id}
+    again: StatusArgs = {"id": task_id, "wait_seconds": FOLLOW_STEP}
+    data = client.call("status", first).data
     path = Path(data[stream]["path"])
     out = sys.stdout.buffer
     try:
@@ -238,7 +254,7 @@ def tail_cmd(client: DaemonClient, task_id: str, follow: bool, stream: str, coun
             _copy(f, out)
             while follow and data.get("status") in ("pending", "running"):
                 started = time.monotonic()
-                data = client.call("status", {"id": task_id, "wait_seconds": FOLLOW_STEP}, wait=FOLLOW_STEP).data
+                data = client.call("status", again, wait=FOLLOW_STEP).data
                 _copy(f, out)
                 if data.get("wait", {}).get("skipped"):  # the daemon had no wait slot: do not spin
                     time.sleep(max(0.0, FOLLOW_STEP - (time.monotonic() - started)))

@@ -17,10 +17,15 @@ import time
 import tty
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import click
 
 from common.cli_base import DaemonClient, json_option, show
+
+if TYPE_CHECKING:  # the tools' argument types only (importing hivebash.tools would load the engine)
+    from .send_tool import SendArgs
+    from .tools import StatusArgs
 
 DETACH = b"\x1d"  # ctrl-]
 ATTACH_POLL = 0.05  # seconds between looks at the output files and the operator's keyboard
@@ -74,7 +79,8 @@ def attach_cmd(client: DaemonClient, task_id: str) -> None:
     Exits with the task's exit code when it ends, 0 on detach."""
     from .cli import _exit_for
 
-    data = client.call("status", {"id": task_id}).data
+    look: StatusArgs = {"id": task_id}
+    data = client.call("status", look).data
     if data.get("stdin", "null") == "null":
         raise click.ClickException(f"task {task_id} was started without input (stdin null): nothing to attach to; "
                                    f"`hive-bash tail -f {task_id}` follows its output")
@@ -102,6 +108,7 @@ def _attach_loop(client: DaemonClient, task_id: str, data: dict, follow: list[Ou
                  raw: bool) -> dict | None:
     """Copy output and keys until the task ends (its last status) or the operator detaches (None)."""
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    look: StatusArgs = {"id": task_id}
     out = sys.stdout.buffer
     reading = True
     checked = time.monotonic()
@@ -116,16 +123,17 @@ def _attach_loop(client: DaemonClient, task_id: str, data: dict, follow: list[Ou
             if not chunk:  # the piped input ended: a pipe task's input ends too
                 reading = False
                 if data["stdin"] == "pipe":
-                    client.call("send", {"id": task_id, "eof": True, "wait_seconds": 0})
+                    eof: SendArgs = {"id": task_id, "eof": True, "wait_seconds": 0}
+                    client.call("send", eof)
                 continue
             typed, detach, _ = chunk.partition(DETACH)
             if typed:
-                client.call("send", {"id": task_id, "text": decoder.decode(typed), "enter": False,
-                                     "wait_seconds": 0})
+                write: SendArgs = {"id": task_id, "text": decoder.decode(typed), "enter": False, "wait_seconds": 0}
+                client.call("send", write)
             if detach:
                 return None
         if time.monotonic() - checked >= STATE_EVERY:
-            data, checked = client.call("status", {"id": task_id}).data, time.monotonic()
+            data, checked = client.call("status", look).data, time.monotonic()
 
 
 class OutputFollower:

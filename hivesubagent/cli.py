@@ -12,9 +12,9 @@ import logging
 import os
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -34,6 +34,9 @@ from common.cli_base import (
 from common.config import SubagentSettings, click_options
 
 from . import where
+
+if TYPE_CHECKING:  # the tools' argument types only (importing hivesubagent.tools would load the engine)
+    from .tools import BoundsArgs, ContinueArgs, InterruptArgs, StartArgs, SubagentStatusArgs
 
 _log = logging.getLogger(__name__)  # (`log` is the command below)
 
@@ -90,7 +93,7 @@ def main(ctx: click.Context, url: str, token_file: Path | None, timeout: float) 
     ctx.obj = DaemonClient("hive-subagent", url, token_file, timeout)
 
 
-def _call(client: DaemonClient, tool: str, arguments: dict[str, Any], as_json: bool) -> None:
+def _call(client: DaemonClient, tool: str, arguments: Mapping[str, object], as_json: bool) -> None:
     show(client.call(tool, arguments, as_json=as_json), as_json)
 
 
@@ -108,8 +111,16 @@ def turn_options(command: Callable) -> Callable:
     return command
 
 
-def _turn_args(args: dict[str, Any], **given: Any) -> dict[str, Any]:
-    return {**args, **{k: v for k, v in given.items() if v is not None}}
+def _turn_caps(max_budget_usd: float | None, max_turns: int | None, timeout_minutes: float | None) -> BoundsArgs:
+    """The caps given on the command line (turn_options); the others stay the daemon's."""
+    caps: BoundsArgs = {}
+    if max_budget_usd is not None:
+        caps["max_budget_usd"] = max_budget_usd
+    if max_turns is not None:
+        caps["max_turns"] = max_turns
+    if timeout_minutes is not None:
+        caps["timeout_minutes"] = timeout_minutes
+    return caps
 
 
 @main.command()
@@ -123,7 +134,11 @@ def _turn_args(args: dict[str, Any], **given: Any) -> dict[str, Any]:
 def start(ctx: DaemonClient, name: str, prompt_file: Path, model: str | None, trigger: str | None, as_json: bool,
           **caps: Any) -> None:
     """Start a fresh session NAME with the instructions in PROMPT_FILE."""
-    args = _turn_args({"name": name, "prompt_file": os.path.abspath(prompt_file)}, model=model, trigger=trigger, **caps)
+    args: StartArgs = {"name": name, "prompt_file": os.path.abspath(prompt_file), **_turn_caps(**caps)}
+    if model is not None:
+        args["model"] = model
+    if trigger is not None:
+        args["trigger"] = trigger
     _call(ctx, "start", args, as_json)
 
 
@@ -138,7 +153,10 @@ def continue_(ctx: DaemonClient, name: str, prompt: str, model: str | None, as_j
     """Give session NAME a new turn with PROMPT ('-' reads it from stdin)."""
     if prompt == "-":
         prompt = sys.stdin.read()
-    _call(ctx, "continue", _turn_args({"name": name, "prompt": prompt}, model=model, **caps), as_json)
+    args: ContinueArgs = {"name": name, "prompt": prompt, **_turn_caps(**caps)}
+    if model is not None:
+        args["model"] = model
+    _call(ctx, "continue", args, as_json)
 
 
 @main.command()
@@ -148,7 +166,8 @@ def continue_(ctx: DaemonClient, name: str, prompt: str, model: str | None, as_j
 @click.pass_obj
 def interrupt(ctx: DaemonClient, name: str, force: bool, as_json: bool) -> None:
     """Stop the running turn of session NAME."""
-    _call(ctx, "interrupt", {"name": name, "force": force}, as_json)
+    args: InterruptArgs = {"name": name, "force": force}
+    _call(ctx, "interrupt", args, as_json)
 
 
 @main.command()
@@ -164,14 +183,17 @@ def status(ctx: DaemonClient, names: tuple[str, ...], result_offset: int | None,
            want_all: bool, as_json: bool) -> None:
     """Show session NAME (its progress while it runs), several NAMEs a line each, or every session the daemon
     knows."""
-    args: dict[str, Any] = {}
+    args: SubagentStatusArgs = {}
     if len(names) == 1:
         args["name"] = names[0]
     elif names:
         args["names"] = list(names)
-    for key, value in (("result_offset", result_offset), ("wait_seconds", wait_seconds), ("all", want_all or None)):
-        if value is not None:
-            args[key] = value
+    if result_offset is not None:
+        args["result_offset"] = result_offset
+    if wait_seconds is not None:
+        args["wait_seconds"] = wait_seconds
+    if want_all:
+        args["all"] = True
     show(ctx.call("status", args, as_json=as_json, wait=min(wait_seconds or 0, 30)), as_json)
 
 
