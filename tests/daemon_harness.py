@@ -42,7 +42,8 @@ class DaemonProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
-                raise AssertionError(f"daemon did not stop within {timeout}s of {signal.Signals(sig).name}:\n{self.log()[-3000:]}") from None
+                raise AssertionError(f"daemon did not stop within {timeout}s of "
+                                     f"{signal.Signals(sig).name}:\n{self.log()[-3000:]}") from None
         return self.proc.returncode
 
 
@@ -66,12 +67,13 @@ def start_daemon(argv: list[str], workdir: Path, env: dict | None = None, timeou
     log_path = workdir / f"daemon-{time.monotonic_ns()}.log"
     full_env = dict(os.environ, **(env or {}))
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([*argv, "--port", "0", "--ready-file", str(ready)], stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=full_env, cwd=workdir)
+        proc = subprocess.Popen([*argv, "--port", "0", "--ready-file", str(ready)], stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=full_env, cwd=workdir)
 
     def ready_or_dead():
         if proc.poll() is not None:
-            raise AssertionError(f"daemon exited with {proc.returncode}:\n{log_path.read_text(errors='replace')[-3000:]}")
+            raise AssertionError(f"daemon exited with {proc.returncode}:\n"
+                                 f"{log_path.read_text(errors='replace')[-3000:]}")
         return ready.exists()
 
     wait_until(ready_or_dead, timeout, f"{argv[0]} to write its ready file")

@@ -14,4 +14,5 @@ REPO = Path(__file__).resolve().parent.parent
 def test_docs_examples_match_what_the_code_prints():
     done = subprocess.run([sys.executable, str(REPO / "scripts" / "docs_examples.py"), "--check"],
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, f"run scripts/docs-examples to update the docs:\n{done.stdout[-6000:]}{done.stderr[-3000:]}"
+    assert done.returncode == 0, (
+        f"run scripts/docs-examples to update the docs:\n{done.stdout[-6000:]}{done.stderr[-3000:]}")

@@ -56,7 +56,8 @@ def test_run_help_says_options_come_before_the_command():
 def test_daemons_refuse_a_knob_that_cannot_work_in_one_line(tmp_path, daemon, flag, value, message):
     out = subprocess.run([str(BIN / daemon), "--state-dir", str(tmp_path / "s"), "--port", "0", flag, value],
                          capture_output=True, text=True, timeout=30, cwd=tmp_path)
-    assert out.returncode == 2 and message in out.stderr.replace("Invalid value for ", "").replace("'--", "--"), out.stderr
+    assert out.returncode == 2 and message in out.stderr.replace("Invalid value for ", "").replace("'--", "--"), (
+        out.stderr)
     assert "Traceback" not in out.stderr
 
 

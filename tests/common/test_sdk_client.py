@@ -18,7 +18,8 @@ async def _session(url, mode):
         return client.protocol_version, tools, ok, bad, unknown_error
 
 
-@pytest.mark.parametrize("mode,version", [("auto", "2026-07-28"), ("legacy", "2025-11-25"), ("2026-07-28", "2026-07-28")])
+@pytest.mark.parametrize("mode,version",
+                         [("auto", "2026-07-28"), ("legacy", "2025-11-25"), ("2026-07-28", "2026-07-28")])
 def test_official_python_client(echo_daemon, mode, version):
     negotiated, tools, ok, bad, unknown_error = anyio.run(_session, echo_daemon.url, mode)
     assert negotiated == version

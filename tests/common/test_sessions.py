@@ -118,7 +118,8 @@ def test_concurrent_creates_respect_the_cap(clock):
 
 
 
-@pytest.mark.parametrize("knobs,flag", [({"max_sessions": 0}, "--max-sessions"), ({"session_ttl": 0.0}, "--session-ttl"),
+@pytest.mark.parametrize("knobs,flag",
+                         [({"max_sessions": 0}, "--max-sessions"), ({"session_ttl": 0.0}, "--session-ttl"),
                                         ({"session_ttl": -5.0}, "--session-ttl")])
 def test_settings_refuse_a_session_table_no_client_could_use(knobs, flag):
     with pytest.raises(click.BadParameter) as info:

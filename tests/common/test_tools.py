@@ -62,13 +62,15 @@ def test_unknown_argument_is_named_with_the_nearest_known_one():
     message = message_for({"cmd": "ls", "timout": 3})
     assert message.startswith("arguments: unknown argument(s) not allowed: 'timout' (did you mean 'timeout'?)"), message
     assert message.endswith("; the known ones: " + ", ".join(SCHEMA["properties"]))
-    assert message_for({"cmd": "ls", "zzz": 1}).startswith("arguments: unknown argument(s) not allowed: 'zzz'; the known")
+    assert message_for({"cmd": "ls", "zzz": 1}).startswith(
+        "arguments: unknown argument(s) not allowed: 'zzz'; the known")
 
 
 def test_a_tool_can_say_what_an_unknown_name_was_meant_as():
     tool = Tool("t", "d", closed_object({"trigger": {"type": "string"}}), lambda a, c: ToolResult("ok"),
                 argument_hints={"prompt": "the first prompt is 'trigger'"})
-    with pytest.raises(ToolArgumentsError, match=r"'prompt' \(the first prompt is 'trigger'\); the known ones: trigger"):
+    with pytest.raises(ToolArgumentsError,
+                       match=r"'prompt' \(the first prompt is 'trigger'\); the known ones: trigger"):
         ToolRegistry([tool]).call("t", {"prompt": "x"})
 
 
@@ -200,7 +202,8 @@ def test_a_plain_tool_result_is_what_the_sdk_would_send(version, result):
     {"content": [{"type": "text", "text": "x"}], "isError": False, "structuredContent": [1]},
     {"content": [{"type": "text", "text": "x"}], "isError": False, "_meta": {}},
     {"content": [{"type": "text", "text": "x"}], "isError": False, "resultType": "input_required"},
-]] + [("2026-07-28", {"content": [], "isError": False}), ("2025-11-25", {"content": [], "isError": False, "resultType": "complete"})])
+]] + [("2026-07-28", {"content": [], "isError": False}),
+      ("2025-11-25", {"content": [], "isError": False, "resultType": "complete"})])
 def test_any_other_result_goes_through_the_sdk(version, result):
     assert not is_plain_tool_result(result, version)
 
@@ -221,5 +224,6 @@ def test_a_call_over_the_body_limit_is_refused_unrun_naming_its_largest_argument
     params = {"name": "refuse", "arguments": [1] * 10}
     text = methods.dispatch("tools/call", params, version, modern=False, body_bytes=1600)["content"][0]["text"]
     assert text.startswith("invalid arguments for refuse: arguments: the request is 1,600 bytes"), text
-    ok = methods.dispatch("tools/call", {"name": "run", "arguments": {"cmd": "hi"}}, version, modern=False, body_bytes=1000)
+    ok = methods.dispatch("tools/call", {"name": "run", "arguments": {"cmd": "hi"}}, version, modern=False,
+                          body_bytes=1000)
     assert ok["isError"] is False, "at the limit itself the call runs"

@@ -39,7 +39,8 @@ def test_structured_content_only_when_asked(echo_daemon):
 def test_header_body_mismatch_is_32020(echo_daemon):
     resp, body = modern(echo_daemon.url, "tools/list", headers={"Mcp-Method": "tools/call"})
     assert resp.status == 400 and body["error"]["code"] == -32020
-    resp, body = modern(echo_daemon.url, "tools/call", {"name": "echo", "arguments": {"text": "x"}}, headers={"Mcp-Name": "refuse"})
+    resp, body = modern(echo_daemon.url, "tools/call", {"name": "echo", "arguments": {"text": "x"}},
+                        headers={"Mcp-Name": "refuse"})
     assert resp.status == 400 and body["error"]["code"] == -32020
 
 
@@ -97,7 +98,8 @@ def test_modern_batch_is_invalid_request(echo_daemon):
 
 
 def test_modern_notification_is_accepted(echo_daemon):
-    resp, body = post(echo_daemon.url, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
+    resp, body = post(echo_daemon.url,
+                      {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
                       {"MCP-Protocol-Version": MODERN, "Mcp-Method": "notifications/cancelled"})
     assert resp.status == 202 and not body
 
@@ -133,7 +135,8 @@ def test_session_flow_initialized_202_list_call_delete(echo_daemon):
 
 
 def test_missing_session_is_400_unknown_is_404(echo_daemon):
-    resp, body = post(echo_daemon.url, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, {"MCP-Protocol-Version": "2025-11-25"})
+    resp, body = post(echo_daemon.url, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                      {"MCP-Protocol-Version": "2025-11-25"})
     assert resp.status == 400 and "Mcp-Session-Id" in body
     resp, body = legacy(echo_daemon.url, "nope", "tools/list")
     assert resp.status == 404
@@ -163,7 +166,8 @@ def test_tool_errors(echo_daemon):
     _, body = legacy(echo_daemon.url, session, "tools/call", {"name": "echo", "arguments": {"text": 3, "times": 9}})
     result = body["result"]
     assert result["isError"] is True
-    assert "text: must be of type string" in result["content"][0]["text"] and "times: must be <= 5" in result["content"][0]["text"]
+    text = result["content"][0]["text"]
+    assert "text: must be of type string" in text and "times: must be <= 5" in text
     _, body = legacy(echo_daemon.url, session, "tools/call", {"name": "refuse"})
     assert body["result"]["isError"] and "always refuses" in body["result"]["content"][0]["text"]
     _, body = legacy(echo_daemon.url, session, "tools/call", {"name": "crash"})
@@ -175,7 +179,8 @@ def test_tool_errors(echo_daemon):
 
 # -- HTTP-level refusals -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("host", ["evil.example", "localhost.evil.example", "127.0.0.1.evil.example", "evil.example:80"])
+@pytest.mark.parametrize("host",
+                         ["evil.example", "localhost.evil.example", "127.0.0.1.evil.example", "evil.example:80"])
 def test_foreign_host_is_refused(echo_daemon, host):
     resp, body = modern(echo_daemon.url, "tools/list", headers={"Host": host})
     assert resp.status == 421 and "Host" in body

@@ -33,7 +33,8 @@ def claude(claude_bin, tmp_path):
     def run(*args):
         proc = subprocess.run([str(claude_bin), *args], cwd=project, env=env, capture_output=True, text=True,
                               timeout=60, stdin=subprocess.DEVNULL)
-        assert proc.returncode == 0, f"claude {' '.join(args)} failed (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        assert proc.returncode == 0, (
+            f"claude {' '.join(args)} failed (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         return proc
 
     run.home = home
@@ -58,7 +59,8 @@ def test_claude_mcp_list_connects(echo_daemon, claude):
     claude("mcp", "add", "--transport", "http", "echo", echo_daemon.url)
     listing = claude("mcp", "list").stdout
     line = _status_line(listing, "echo")
-    assert line == f"echo: {echo_daemon.url} (HTTP) - ✔ Connected", f"{listing}\n--- daemon log:\n{echo_daemon.log()[-2000:]}"
+    assert line == f"echo: {echo_daemon.url} (HTTP) - ✔ Connected", (
+        f"{listing}\n--- daemon log:\n{echo_daemon.log()[-2000:]}")
     # Claude Code 2.1.328 tries server/discover (2026-07-28) first; it must not have fallen back to initialize.
     debug = " ".join(e.get("debug", "") for e in _mcp_log(claude.home, "echo"))
     assert '"negotiatedProtocolVersion":"2026-07-28"' in debug, debug[-3000:]
@@ -94,8 +96,10 @@ def claude_turn(claude_bin, mock_api, echo_daemon, tmp_path):
         seen = len(server.message_requests())
         proc = subprocess.run([str(claude_bin), "-p", "--strict-mcp-config", "--mcp-config", str(config),
                                "--dangerously-skip-permissions", "--output-format", "json", prompt],
-                              cwd=project, env=env, capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
-        assert proc.returncode == 0, f"claude -p failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+                              cwd=project, env=env, capture_output=True, text=True, timeout=90,
+                              stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, (
+            f"claude -p failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
         requests = server.message_requests()[seen:]
         results = [b for r in requests for m in r.body.get("messages", []) if isinstance(m.get("content"), list)
                    for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]

@@ -23,7 +23,8 @@ BIN = REPO / ".venv" / "bin"
 
 def wait_todo(sink: Path, source: str, key: str, summary_part: str, seconds: float = 60) -> dict:
     def found():
-        return next((t for t in sink_todos(sink, strict=False) if (t["source"], t["key"]) == (source, key) and summary_part in t["summary"]), None)
+        return next((t for t in sink_todos(sink, strict=False)
+                     if (t["source"], t["key"]) == (source, key) and summary_part in t["summary"]), None)
     return wait_until(found, seconds, f"a {source}/{key} todo with {summary_part!r}", interval=0.2)
 
 
@@ -51,8 +52,10 @@ def stack(daemon_factory, mock_api, claude_bin, sink, tmp_path):
         seen = len(server.message_requests())
         proc = subprocess.run([str(claude_bin), "-p", "--strict-mcp-config", "--mcp-config", str(config),
                                "--dangerously-skip-permissions", "--output-format", "json", prompt],
-                              cwd=project, env=env, capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
-        assert proc.returncode == 0, f"claude -p failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+                              cwd=project, env=env, capture_output=True, text=True, timeout=90,
+                              stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, (
+            f"claude -p failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
         results = [b for r in server.message_requests()[seen:] for m in r.body.get("messages", [])
                    if isinstance(m.get("content"), list) for b in m["content"]
                    if isinstance(b, dict) and b.get("type") == "tool_result"]
@@ -133,7 +136,8 @@ def test_claude_takes_a_streamed_answer_and_its_print_mode_shows_no_progress(dae
     `tool_progress` lines for its own Bash tool and heartbeats only): the interactive view is where it shows."""
     server = mock_api
     env = dict(claude_env(server.url, tmp_path / "scratch"), ENABLE_TOOL_SEARCH="false")
-    bash = daemon_factory([str(BIN / "hive-bash-daemon"), "--state-dir", str(tmp_path / "state"), "--log-level", "debug"],
+    bash = daemon_factory([str(BIN / "hive-bash-daemon"), "--state-dir", str(tmp_path / "state"),
+                           "--log-level", "debug"],
                           env=env)
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"bash": {"type": "http", "url": bash.url}}}))
@@ -144,13 +148,16 @@ def test_claude_takes_a_streamed_answer_and_its_print_mode_shows_no_progress(dae
                            "--dangerously-skip-permissions", "--output-format", "stream-json", "--verbose",
                            "MOCK:tool=mcp__bash__run " + json.dumps(ticking)],
                           cwd=project, env=env, capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, f"claude -p failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    assert proc.returncode == 0, (
+        f"claude -p failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     assert "answering notifications/progress as an event stream" in bash.log(), bash.log()[-2000:]
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    results = [b for m in lines if m.get("type") == "user" for b in m["message"]["content"] if b.get("type") == "tool_result"]
+    results = [b for m in lines if m.get("type") == "user" for b in m["message"]["content"]
+               if b.get("type") == "tool_result"]
     text = "".join(c.get("text", "") for c in results[0]["content"])
     assert text.startswith("id=ticks status=done exit_code=0") and "tick-1\ntick-2\ntick-3" in text, text
-    assert not [m for m in lines if m.get("type") in ("tool_progress", "progress")], "print mode now shows progress: test it"
+    assert not [m for m in lines if m.get("type") in ("tool_progress", "progress")], (
+        "print mode now shows progress: test it")
 
 
 def test_agent_drives_a_python_repl_on_a_terminal_through_send(stack):

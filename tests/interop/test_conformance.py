@@ -43,7 +43,8 @@ EXPECTED: dict[str, dict[str, str]] = {
     "caching": {
         "sep-2549-prompts-list-caching-hints": _NO_CAPABILITY.format("prompts", "prompts/list"),
         "sep-2549-resources-list-caching-hints": _NO_CAPABILITY.format("resources", "resources/list"),
-        "sep-2549-resources-templates-list-caching-hints": _NO_CAPABILITY.format("resources", "resources/templates/list"),
+        "sep-2549-resources-templates-list-caching-hints": _NO_CAPABILITY.format("resources",
+                                                                                 "resources/templates/list"),
     },
 }
 
@@ -71,7 +72,8 @@ def test_conformance_scenario(echo_daemon, conformance_bin, node_env, tmp_path, 
     bad = {c["id"]: f"{c['status']}: {c.get('errorMessage') or c.get('description')}"
            for c in checks if c["status"] in ("FAILURE", "WARNING")}
     unexpected = {k: v for k, v in bad.items() if k not in expected}
-    assert not unexpected, f"{scenario} at {version}: unexpected failures:\n" + "\n".join(f"  {k}: {v}" for k, v in unexpected.items())
+    assert not unexpected, (
+        f"{scenario} at {version}: unexpected failures:\n" + "\n".join(f"  {k}: {v}" for k, v in unexpected.items()))
     stale = [k for k in expected if k not in bad]
     assert not stale, f"{scenario} at {version}: expected failures did not fail (now passing, or renamed): {stale}"
     assert any(c["status"] == "SUCCESS" for c in checks), f"{scenario} at {version}: nothing succeeded: {checks}"

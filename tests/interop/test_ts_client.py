@@ -23,7 +23,8 @@ pytestmark = pytest.mark.interop
 def ts_run(echo_daemon, node22, ts_sdk_modules):
     proc = subprocess.run([str(node22), str(HERE / "ts_client.mjs"), echo_daemon.url, str(ts_sdk_modules)],
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, f"ts_client.mjs failed (rc {proc.returncode}):\n{proc.stderr[-3000:]}\n{echo_daemon.log()[-2000:]}"
+    assert proc.returncode == 0, (
+        f"ts_client.mjs failed (rc {proc.returncode}):\n{proc.stderr[-3000:]}\n{echo_daemon.log()[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -32,7 +33,8 @@ def test_ts_client_connects_and_lists_tools(ts_run):
     assert ts_run["protocolVersion"] == "2025-11-25"
     assert ts_run["serverInfo"] == {"name": "echo-test", "version": "0.1.0"}
     assert ts_run["capabilities"] == {"tools": {"listChanged": False}}
-    assert [t["name"] for t in ts_run["tools"]] == ["echo", "refuse", "crash", "block", "unblock", "tick", "hold", "holds"]
+    assert [t["name"] for t in ts_run["tools"]] == [
+        "echo", "refuse", "crash", "block", "unblock", "tick", "hold", "holds"]
     assert ts_run["tools"][0]["inputSchema"]["required"] == ["text"]
     assert ts_run["errors"] == [], "the SDK reported transport errors"
 
@@ -78,7 +80,8 @@ def test_ts_client_onprogress_and_cancel(daemon_factory, tmp_path, node22, ts_sd
     daemon = daemon_factory([BASH_DAEMON, "--state-dir", str(tmp_path / "state"), "--max-inline-waits", "1"])
     proc = subprocess.run([str(node22), str(HERE / "ts_progress.mjs"), daemon.url, str(ts_sdk_modules)],
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, f"ts_progress.mjs failed (rc {proc.returncode}):\n{proc.stderr[-3000:]}\n{daemon.log()[-2000:]}"
+    assert proc.returncode == 0, (
+        f"ts_progress.mjs failed (rc {proc.returncode}):\n{proc.stderr[-3000:]}\n{daemon.log()[-2000:]}")
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     messages = [p["message"] for p in seen["progress"]]
     assert any('last: "step' in m for m in messages), messages

@@ -44,7 +44,8 @@ def test_the_operator_clis_are_on_path_and_find_the_daemons(evaluate_module):
 def test_an_agent_nix_overrides_an_entry_with_one_plain_definition(evaluate_module):
     mine = '{ type = "http"; url = "http://127.0.0.1:9000/mcp"; allowedTools = [ "run" "status" ]; }'
     result = evaluate_module(f"{{ hyperhive.extraMcpServers.bash = {mine}; }}")
-    assert result["servers"]["bash"] == {"type": "http", "url": "http://127.0.0.1:9000/mcp", "allowedTools": ["run", "status"]}
+    assert result["servers"]["bash"] == {"type": "http", "url": "http://127.0.0.1:9000/mcp",
+                                         "allowedTools": ["run", "status"]}
     assert result["servers"]["subagent"] == entry(7712)
 
 
@@ -145,7 +146,8 @@ def test_agent_user_is_allowed_to_call_when_the_daemons_run_as_another(evaluate_
 
 
 def test_non_root_user_keeps_sudo_working(evaluate_module):
-    services = evaluate_module('{ hyperhive.mcp.user = "agent"; hyperhive.mcp.workingDirectory = "/home/agent/work"; }')["services"]
+    services = evaluate_module('{ hyperhive.mcp.user = "agent"; '
+                               'hyperhive.mcp.workingDirectory = "/home/agent/work"; }')["services"]
     for service in services.values():
         sc = service["serviceConfig"]
         assert sc["User"] == "agent"

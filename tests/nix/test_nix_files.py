@@ -41,4 +41,5 @@ def test_package_matches_setup_cfg(nix_instantiate):
     packages = [p for p in cfg["options.packages.find"]["include"].split() if not p.endswith(".*")]
     assert sorted(package["pythonImportsCheck"]) == sorted(packages)
     # bash for `bash -c`, after (not before) whatever PATH the service gives.
-    assert package["makeWrapperArgs"] == ["--suffix", "PATH", ":", "/nix/store/00000000000000000000000000000000-bash/bin"]
+    assert package["makeWrapperArgs"] == ["--suffix", "PATH", ":",
+                                          "/nix/store/00000000000000000000000000000000-bash/bin"]

@@ -29,10 +29,11 @@ def test_todays_nixpkgs_gets_the_carried_mcp(nix_instantiate):
         package = packages[name]
         assert package["fromNixpkgs"] is False, name
         assert package["version"] == pin["version"]
-        assert package["src"] == {"pname": pin["file"].split("-")[0], "version": pin["version"], "sha256": pin["sha256"],
-                                  "format": "wheel", "dist": "py3", "python": "py3"}
+        assert package["src"] == {"pname": pin["file"].split("-")[0], "version": pin["version"],
+                                  "sha256": pin["sha256"], "format": "wheel", "dist": "py3", "python": "py3"}
         assert package["pythonImportsCheck"] == [pin["module"]]
-        assert sorted(package["dependencies"]) == sorted([*pin["requires"], *(["cryptography"] if name == "mcp" else [])])
+        assert sorted(package["dependencies"]) == sorted([*pin["requires"],
+                                                          *(["cryptography"] if name == "mcp" else [])])
     # The overlay reaches nixpkgs' own packages too: anyio sees the carried idna, so the closure has one idna.
     versions = single_versions(result)
     assert versions["idna"] == PINS["idna"]["version"]

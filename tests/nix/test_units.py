@@ -14,7 +14,8 @@ from common.config import BashSettings, SubagentSettings, click_options, env_nam
 from kit.nixtest import BASH_TOOLS, HERE, REPO, SUBAGENT_TOOLS, eval_json
 
 SYSTEMD = REPO / "nix" / "systemd"
-UNITS = {"hive-bash": ("bash", BashSettings, "HIVE_BASH"), "hive-subagent": ("subagent", SubagentSettings, "HIVE_SUBAGENT")}
+UNITS = {"hive-bash": ("bash", BashSettings, "HIVE_BASH"),
+         "hive-subagent": ("subagent", SubagentSettings, "HIVE_SUBAGENT")}
 # Set per deployment, so they differ between the plain units and the NixOS services by design.
 PER_DEPLOYMENT = {"ExecStart", "User", "WorkingDirectory", "EnvironmentFile", "Environment"}
 

@@ -45,8 +45,8 @@ def sink_factory(short_dir):
 
 class FakeHarness:
     """A harness that misbehaves on purpose. `behave(n, request)` is called for the n-th request (from 0) and
-    returns the bytes to answer (None: hang up without a word; b"": apply it, then hang up). Every request is recorded before that, so a
-    test can wait until one has arrived while `behave` is still blocked.
+    returns the bytes to answer (None: hang up without a word; b"": apply it, then hang up). Every request is
+    recorded before that, so a test can wait until one has arrived while `behave` is still blocked.
 
     Why a fake: the real sink always answers `{"ok": true}` at once; slow, malformed and error replies and a
     hang-up mid-reply only come from a broken harness, which we have to play ourselves.

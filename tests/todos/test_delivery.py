@@ -120,7 +120,8 @@ def test_daemon_killed_with_undelivered_todos_then_restarted(sink_factory, make_
     # In the order of their last change; t2 only in its newest state. t3's upsert never went out, but the
     # killed process may have sent an earlier one, so its clear is sent, never its upsert.
     assert sink.changes(3) == [("upsert", "t1", "done exit=0"), ("upsert", "t2", "done exit=1"), ("clear", "t3")]
-    assert [(t["key"], t["data"]) for t in sink_todos(socket_path)] == [("t1", {"exit_code": 0}), ("t2", {"exit_code": 1})]
+    assert [(t["key"], t["data"]) for t in sink_todos(socket_path)] == [("t1", {"exit_code": 0}),
+                                                                        ("t2", {"exit_code": 1})]
     assert outbox_keys(short_dir) == []
 
 

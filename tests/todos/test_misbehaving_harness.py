@@ -87,7 +87,8 @@ def test_a_refused_todo_does_not_hold_back_the_other_keys(fake_harness, make_tod
     le = make_todos(harness.path)
     le.upsert("stuck", "refused", "")
     le.upsert("other", "fine", "")
-    assert le.wait_until(lambda: [r["key"] for r in harness.applied] == ["other"], 20), "the other key was not delivered"
+    assert le.wait_until(lambda: [r["key"] for r in harness.applied] == ["other"], 20), (
+        "the other key was not delivered")
     # The harness applies before it answers: the acknowledgement may still be on its way back.
     assert le.wait_until(lambda: le.status()["pending"] == 1, 20), "the refused one waits, alone"
     assert [r["key"] for r in harness.applied] == ["other"]
