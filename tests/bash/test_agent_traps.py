@@ -155,7 +155,8 @@ def test_status_of_several_waits_for_all_and_an_ended_one_ends_no_wait(agent):
     text = agent.call("status", ids=["early", "half", "one"], wait_seconds=20)
     assert "id=half status=done" in text and "id=one status=running" in text, text  # early ended no wait
     assert "  stdout| half\n" in text
-    assert 'ended during this call: half; ended before it: early; still running: one; status(id="one", wait_seconds=30)' in text
+    assert ('ended during this call: half; ended before it: early; still running: one; '
+            'status(id="one", wait_seconds=30)') in text
     agent.call("run", cmd="sleep 0.3", name="a2", wait_seconds=0)
     agent.call("run", cmd="sleep 0.8", name="b2", wait_seconds=0)
     both = agent.call("status", ids=["a2", "b2"], all=True, wait_seconds=20)
@@ -178,7 +179,8 @@ def test_an_ignored_sigint_is_said_by_kill_status_and_list(agent):
     assert "; it ended within " in forced and "status=killed exit_code=137" in forced, forced
     quick = agent.call("run", cmd="sleep 60", name="soft", wait_seconds=0)
     assert "task started" in quick
-    assert "sent SIGINT to the process group of task soft; it ended within " in agent.call("kill", id="soft")  # SIGINT ends sleep: the answer says so
+    # SIGINT ends sleep: the answer says so.
+    assert "sent SIGINT to the process group of task soft; it ended within " in agent.call("kill", id="soft")
 
 
 # ----- deliverable 8: list is bounded and paged -------------------------------------------------------------------
@@ -196,7 +198,8 @@ def test_list_of_a_thousand_tasks_stays_under_8_kib_and_pages(tmp_path):
     try:
         tools = build_registry(engine)
         for i in range(1000):
-            tools.call("run", {"cmd": f"true {i} with a longer command line to fill the column to its end", "wait_seconds": 0})
+            tools.call("run",
+                       {"cmd": f"true {i} with a longer command line to fill the column to its end", "wait_seconds": 0})
         assert wait_idle(engine, 60)
         res = tools.call("list", {"limit": 1000}, CallContext())
         assert len(res.text.encode()) < 8 * 1024 and res.text.startswith("tasks=1000 shown="), res.text[:200]
@@ -236,7 +239,8 @@ def test_a_queue_place_and_a_busy_wait_each_say_what_to_do(tmp_path):
         import threading
         waiting = threading.Thread(target=tools.call, args=("status", {"id": "first", "wait_seconds": 3}))
         waiting.start()
-        assert wait_until(lambda: engine.rooms.answers.slots.try_acquire() is False or _release(engine), 5, "a taken slot")
+        assert wait_until(lambda: engine.rooms.answers.slots.try_acquire() is False or _release(engine),
+                          5, "a taken slot")
         busy = tools.call("status", {"id": "first", "wait_seconds": 3}, CallContext()).text
         assert "wait_skipped=busy" in busy and "do not retry at once" in busy, busy
         waiting.join()

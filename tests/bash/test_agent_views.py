@@ -115,7 +115,8 @@ def test_new_only_shows_what_the_agent_was_not_shown(agent_tools, tmp_path):
     gate.open()
     call(tools, "status", OPERATOR, id="grow", wait_seconds=20)
     new = call(tools, "status", id="grow", new_only=True).text.split("\ncwd: ")[1]
-    assert "--- stdout: new line 2 (7 bytes new; 2 lines, 13 bytes in all) ---" in new and "\nsecond\n" in new and "first" not in new
+    assert "--- stdout: new line 2 (7 bytes new; 2 lines, 13 bytes in all) ---" in new
+    assert "\nsecond\n" in new and "first" not in new
     assert "nothing new" in call(tools, "status", id="grow", new_only=True, stream="stdout").text
 
 
@@ -149,7 +150,8 @@ def test_new_only_and_wait_for_see_what_follows_a_truncation(agent_tools, tmp_pa
         f.truncate(0)
         f.write(b"late\n")
     new = call(tools, "status", id="cut", new_only=True, stream="stdout").text
-    assert "--- stdout: truncated (was 12 bytes when last shown, now 5); new line 1 (5 bytes new; 1 line, 5 bytes in all) ---" in new
+    assert ("--- stdout: truncated (was 12 bytes when last shown, now 5); "
+            "new line 1 (5 bytes new; 1 line, 5 bytes in all) ---") in new
     assert new.endswith("\nlate\n")
 
 
@@ -158,9 +160,11 @@ def test_grep_and_window_views_and_stream(agent_tools):
     call(tools, "run", cmd="seq 1 20000; echo 'E: broken' >&2", name="seq", wait_seconds=20)
     res = call(tools, "status", id="seq", grep="^1234[0-9]$", context=1)
     assert "--- grep '^1234[0-9]$' in stdout: 10 matching lines ---" in res.text
-    assert "stdout:12339- 12339\nstdout:12340: 12340" in res.text and res.data["view"]["streams"]["stdout"]["matches"] == 10
+    assert "stdout:12339- 12339\nstdout:12340: 12340" in res.text
+    assert res.data["view"]["streams"]["stdout"]["matches"] == 10
     res = call(tools, "status", id="seq", from_line=19999, max_lines=5, stream="stdout")
-    assert "--- stdout lines 19,999-20,000 of 20,000 (the end of the output) ---\n19999: 19999\n20000: 20000\n" in res.text
+    assert ("--- stdout lines 19,999-20,000 of 20,000 (the end of the output) ---\n"
+            "19999: 19999\n20000: 20000\n") in res.text
     assert "stderr" not in res.text.split("cwd:")[1]
     assert "E: broken" in call(tools, "status", id="seq", stream="stderr").text
 
@@ -187,7 +191,8 @@ def test_wait_for_ends_the_wait_at_a_new_matching_line(agent_tools, todos):
     assert res.data["wait"]["waited"] < 15 and todos.wait_upserts("web")[0]["data"]["status"] == "running"
     # status: only a line written after the call counts
     res = call(tools, "status", id="web", wait_for="listening", wait_seconds=0.5)
-    assert "wait_for 'listening': no line you were not shown yet matched; stdout line 2 matched earlier" in res.text and res.data["status"] == "running"
+    assert "wait_for 'listening': no line you were not shown yet matched; stdout line 2 matched earlier" in res.text
+    assert res.data["status"] == "running"
     call(tools, "kill", id="web", force=True)
     ended = call(tools, "run", cmd="echo nothing here", name="none", wait_for="never", wait_seconds=20)
     assert ended.data["status"] == "done" and "no line you were not shown yet matched" in ended.text

@@ -42,7 +42,8 @@ def test_send_types_into_a_repl_and_exits_with_its_code(daemon, sink):
     assert code == 0 and "status=done" in out.splitlines()[0], out
     code, out = hb(daemon, "send", "py", "more")
     assert code == 1 and "has ended" in out
-    assert wait_until(lambda: any(t["key"] == "py" and "status=done" in t["summary"] for t in sink_todos(sink, strict=False)))
+    assert wait_until(lambda: any(t["key"] == "py" and "status=done" in t["summary"]
+                                  for t in sink_todos(sink, strict=False)))
     assert "status=done" in {t["key"]: t for t in sink_todos(sink)}["py"]["summary"]  # the operator cleared nothing
 
 

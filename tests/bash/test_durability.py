@@ -173,7 +173,8 @@ def test_the_real_sync_flushes_a_large_batch_without_complaint(tmp_path, caplog)
 
 
 def test_a_failing_sync_process_is_logged(tmp_path, caplog):
-    tool = _fake_tool(tmp_path, "#!/usr/bin/env bash\necho \"sync: error syncing '$3': Input/output error\" >&2\nexit 1\n")
+    tool = _fake_tool(tmp_path,
+                      "#!/usr/bin/env bash\necho \"sync: error syncing '$3': Input/output error\" >&2\nexit 1\n")
     flusher = Flusher(tmp_path, BATCHED, window=60, tool=str(tool))
     _, last = _batch_of_records(flusher, tmp_path, 9)
     flusher.close()
@@ -224,7 +225,8 @@ def test_unknown_mode_is_refused_naming_the_knob(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("option,value", [("--fsync", "sometimes"), ("--fsync-window", "11")])
 def test_bad_fsync_knobs_stop_the_daemon_naming_the_flag(tmp_path, option, value):
-    done = subprocess.run([str(VENV_BIN / "hive-bash-daemon"), option, value, "--port", "0", "--state-dir", str(tmp_path / "state")],
+    done = subprocess.run([str(VENV_BIN / "hive-bash-daemon"), option, value, "--port", "0", "--state-dir",
+                           str(tmp_path / "state")],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and option in done.stderr and "Traceback" not in done.stderr, done.stderr
 

@@ -40,8 +40,8 @@ def test_escapees_are_reparented_to_the_engine_and_killed(engine_process):
 @pytest.mark.slow
 def test_restart_after_kill_9_marks_tasks_interrupted_and_keeps_output(engine_process, tmp_path):
     ep = engine_process(max_running=1)
-    running = ep.call({"op": "run", "name": "long", "cmd": "echo before; echo e >&2; sleep 300 & setsid sleep 301 & wait",
-                       "wait_seconds": 0})
+    running = ep.call({"op": "run", "name": "long",
+                       "cmd": "echo before; echo e >&2; sleep 300 & setsid sleep 301 & wait", "wait_seconds": 0})
     pending = ep.call({"op": "run", "name": "queued", "cmd": "echo never", "wait_seconds": 0})
     done = ep.call({"op": "run", "name": "quick-one", "cmd": "echo fine", "wait_seconds": 0})
     assert pending["status"] == "pending" and done["status"] == "pending"

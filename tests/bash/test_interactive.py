@@ -150,7 +150,8 @@ def test_every_refusal_names_the_field_and_what_to_do(tools, engine):
     call(tools, "run", cmd="true", stdin="pipe", name="over", wait_seconds=10)
     assert "has ended (status=done)" in refused(tools, "send", id="over", text="x")
     call(tools, "run", cmd="sleep 300", stdin="pipe", name="piped", wait_seconds=0)
-    assert "keys:" in refused(tools, "send", id="piped", keys=["ctrl-c"]) and "tty" in refused(tools, "send", id="piped", keys=["tab"])
+    assert "keys:" in refused(tools, "send", id="piped", keys=["ctrl-c"])
+    assert "tty" in refused(tools, "send", id="piped", keys=["tab"])
     call(tools, "run", cmd="sleep 300", stdin="tty", name="term", wait_seconds=0)
     text = refused(tools, "send", id="term", keys=["ctrl-c", "hyper-x"])
     assert "keys[1]" in text and "'hyper-x'" in text and "ctrl-c" in text

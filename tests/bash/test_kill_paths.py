@@ -164,7 +164,8 @@ def test_shutdown_kills_running_cancels_pending_and_sweeps(make_engine, ops):
 
 def test_restart_stops_what_a_dead_daemon_left_and_records_interrupted(tmp_path, ops):
     left = ops.left_behind("old", 1)
-    task = Task(id="old", cmd="sleep 300", cwd="/", marker="old:n", seq=1, submitted_at=0.0, state="running", pid=left[0])
+    task = Task(id="old", cmd="sleep 300", cwd="/", marker="old:n", seq=1, submitted_at=0.0,
+                state="running", pid=left[0])
     engine = Engine(settings(tmp_path), ops=ops)
     engine.store.save_dict("old", record_of(task))
     engine.open()

@@ -11,7 +11,8 @@ def test_an_inline_result_names_the_leftover_processes(engine):
     outcome = engine.run("setsid sleep 30 & echo started", wait_seconds=20, name="inline")
     answer = outcome_result(outcome, started_form=True)
     assert answer.data["status"] == "done" and len(answer.data["leftover_pids"]) == 1, answer.text
-    assert "leftover_processes=1" in answer.text.splitlines()[0] and "the shell exited; 1 process it started still runs" in answer.text
+    assert "leftover_processes=1" in answer.text.splitlines()[0]
+    assert "the shell exited; 1 process it started still runs" in answer.text
     engine.kill("inline", force=True)
     assert wait_until(lambda: engine.status("inline").view.leftovers == [], timeout=10)
 
@@ -22,7 +23,8 @@ def test_the_completion_todo_names_the_leftover_processes(engine, todos, tmp_pat
     todos.wait_upserts("later")
     gate.open()
     done = todos.wait_upserts("later", count=2)[-1]
-    assert "leftover_processes=1" in done["summary"] and "the shell exited; 1 process it started still runs" in done["body"], done
+    assert "leftover_processes=1" in done["summary"], done
+    assert "the shell exited; 1 process it started still runs" in done["body"], done
     assert len(done["data"]["leftover_pids"]) == 1
     engine.kill("later", force=True)
     assert wait_until(lambda: engine.status("later").view.leftovers == [], timeout=10)

@@ -97,8 +97,8 @@ def test_window_reads_around_a_line(big):
     view = window(big["sources"][:1], MARKER_LINE - 2, 5)
     text = _bounded(view)
     total = big["units"] * 1000
-    assert text.splitlines()[0] == (f"--- stdout lines {MARKER_LINE - 2:,}-{MARKER_LINE + 2:,} of {total:,} (more follow: "
-                                    f"from_line={MARKER_LINE + 3}) ---")
+    assert text.splitlines()[0] == (f"--- stdout lines {MARKER_LINE - 2:,}-{MARKER_LINE + 2:,} of {total:,} "
+                                    f"(more follow: from_line={MARKER_LINE + 3}) ---")
     assert f"{MARKER_LINE}: MARKER \u2713 at five thousand" in text
     far = window(big["sources"][:1], big["units"] * 1000, 3).text
     assert far.splitlines()[0] == f"--- stdout lines {total:,}-{total:,} of {total:,} (the end of the output) ---"
@@ -124,7 +124,8 @@ def test_tail_and_new_only(big, tmp_path):
     # Issue 27, trap 4: the tail skipped most of stdout, so the cursor stays: those lines are still new.
     assert first.read_to == {"stdout": 0, "stderr": err_size}
     again = tail(big["sources"], first.read_to, new_only=True)
-    assert again.text.startswith("--- stdout: new lines 1-") and "not shown yet: new_only=true again shows the next" in again.text
+    assert again.text.startswith("--- stdout: new lines 1-")
+    assert "not shown yet: new_only=true again shows the next" in again.text
     assert "--- stderr: nothing new (3 lines, 40 bytes in all) ---" in _bounded(again)
     assert 0 < again.read_to["stdout"] < big["size"] and again.read_to["stderr"] == err_size
     seen_all = tail(big["sources"], {"stdout": big["size"], "stderr": err_size}, new_only=True)
@@ -135,7 +136,8 @@ def test_tail_and_new_only(big, tmp_path):
     seen = tail(src).read_to
     with open(grown, "ab") as f:
         f.write(b"new \x1b[32mline\x1b[0m\n")
-    assert tail(src, seen, new_only=True).text == "--- stdout: new line 2 (18 bytes new; 2 lines, 22 bytes in all) ---\nnew line\n"
+    assert tail(src, seen, new_only=True).text == (
+        "--- stdout: new line 2 (18 bytes new; 2 lines, 22 bytes in all) ---\nnew line\n")
 
 
 def test_new_only_after_the_file_was_truncated_shows_it_from_its_start(tmp_path):
@@ -170,7 +172,8 @@ def test_long_lines_are_searched_in_pieces_and_shown_cut(tmp_path, monkeypatch):
     path.write_bytes(b"a" * 10000 + b"NEEDLE" + b"b" * 10000 + b"NEEDLE\nshort NEEDLE\n")
     view = grep([Source("stdout", str(path))], "NEEDLE")
     assert view.data["streams"]["stdout"]["matches"] == 2  # the long line counts once
-    assert "stdout:1: aaaa" in view.text and "… (19,612 more bytes)" in view.text and "stdout:2: short NEEDLE" in view.text
+    assert "stdout:1: aaaa" in view.text and "… (19,612 more bytes)" in view.text
+    assert "stdout:2: short NEEDLE" in view.text
 
 
 def test_watch_sees_only_new_complete_lines(tmp_path):

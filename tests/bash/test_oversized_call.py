@@ -83,9 +83,11 @@ def test_raw_handshake_tool_error_keeps_the_session_checks(daemon):
 
 
 def test_a_send_that_large_is_told_to_redirect_a_file(daemon):
-    resp, body = modern(daemon.url, "tools/call", {"name": "send", "arguments": {"id": "t1", "text": "x" * (2 * 1024 * 1024)}})
+    resp, body = modern(daemon.url, "tools/call",
+                        {"name": "send", "arguments": {"id": "t1", "text": "x" * (2 * 1024 * 1024)}})
     text = body["result"]["content"][0]["text"]
-    assert body["result"]["isError"] is True and text.startswith("invalid arguments for send: text: is 2,097,152 bytes"), text
+    assert body["result"]["isError"] is True and text.startswith(
+        "invalid arguments for send: text: is 2,097,152 bytes"), text
     assert "Nothing was run: write the long part to a file and redirect it into a task's input at its run" in text, text
 
 
@@ -104,14 +106,17 @@ def test_other_methods_that_large_are_413(daemon, era):
         session, _ = initialize(daemon.url)
         resp, body = legacy(daemon.url, session, "tools/list", params)
     assert resp.status == 413 and "limit 1048576 bytes" in body, body
-    resp, body = post(daemon.url, b"{" * (2 * 1024 * 1024), {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call"})
+    resp, body = post(daemon.url, b"{" * (2 * 1024 * 1024),
+                      {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call"})
     assert resp.status == 413, "not JSON, so not a tools/call"
-    batch = [{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "run", "arguments": {"cmd": BIG_CMD}}}]
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+              "params": {"name": "run", "arguments": {"cmd": BIG_CMD}}}]
     resp, body = post(daemon.url, json.dumps(batch), {"MCP-Protocol-Version": MODERN})
     assert resp.status == 413, "a batch is not one tools/call"
 
 
-@pytest.mark.parametrize("headers", [f"MCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: run\r\n", ""])
+@pytest.mark.parametrize("headers",
+                         [f"MCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: run\r\n", ""])
 def test_over_the_ceiling_is_413_before_the_body(daemon, headers):
     """10 MB declared: refused on its length (a raw socket, as tests/common/test_transport_http.py explains)."""
     parts = urlsplit(daemon.url)
@@ -131,10 +136,11 @@ def test_over_the_ceiling_is_413_before_the_body(daemon, headers):
      "write the long part to a file and pass it by path: the instructions as prompt_file; a long first prompt as a "
      "short trigger that names the file's absolute path"),
 ])
-def test_the_subagent_daemon_advises_its_own_way_to_pass_a_long_prompt(daemon_factory, tmp_path, tool, arguments, advice):
+def test_the_subagent_daemon_advises_its_own_way_to_pass_a_long_prompt(daemon_factory, tmp_path, tool,
+                                                                       arguments, advice):
     """No claude runs: the call is refused before its handler (so any claude_bin will do)."""
-    argv = [str(Path(sys.executable).parent / "hive-subagent-daemon"), "--claude-bin", "true", "--workdir", str(tmp_path),
-            "--state-dir", str(tmp_path / "state")]
+    argv = [str(Path(sys.executable).parent / "hive-subagent-daemon"), "--claude-bin", "true", "--workdir",
+            str(tmp_path), "--state-dir", str(tmp_path / "state")]
     url = daemon_factory(argv).url
     resp, body = modern(url, "tools/call", {"name": tool, "arguments": arguments})
     assert resp.status == 200 and body["result"]["isError"] is True, body

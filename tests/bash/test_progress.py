@@ -49,7 +49,8 @@ def test_a_waiting_run_streams_the_tasks_lines(bash_daemon, mode):
     progress = [p for _, p, _, _ in seen]
     assert progress == sorted(progress) and len(set(progress)) == len(progress) and progress[-1] <= 3
     times = [t for t, _, _, _ in seen]
-    assert all(b - a >= 0.9 for a, b in zip(times, times[1:], strict=False)), f"more than one notification a second: {times}"
+    assert all(b - a >= 0.9 for a, b in zip(times, times[1:], strict=False)), (
+        f"more than one notification a second: {times}")
 
 
 @pytest.mark.slow
@@ -114,7 +115,8 @@ def test_a_cancelled_wait_frees_its_slot_and_the_task_runs_on(bash_daemon, sink,
     assert took < 5, f"the second wait took {took:.1f}s"
     assert re.search(r"long\s+running", listing.content[0].text), listing.content[0].text
     # The cancelled wait never answered: the task's todo is still on the agent's board.
-    todos = wait_until(lambda: [t for t in sink_todos(sink, strict=False) if t["key"] == "long"], 10, "the running todo")
+    todos = wait_until(lambda: [t for t in sink_todos(sink, strict=False) if t["key"] == "long"], 10,
+                       "the running todo")
     assert "running" in todos[0]["summary"], todos
 
 
@@ -169,8 +171,8 @@ def test_a_reader_that_never_reads_costs_the_slot_for_the_window_only(bash_daemo
     parts = urlsplit(d.url)
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "run", "arguments": {"cmd": TICKING, "wait_seconds": 2},
-        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
-                  "progressToken": "slow"}}}).encode()
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}, "progressToken": "slow"}}}).encode()
     slow = socket.create_connection((parts.hostname, parts.port))
     slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
     slow.sendall((f"POST /mcp HTTP/1.1\r\nHost: {parts.hostname}\r\nContent-Type: application/json\r\n"

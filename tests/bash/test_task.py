@@ -41,7 +41,8 @@ def with_result(state, dst):
 def test_every_edge_is_allowed_or_refused_per_table(src, dst):
     task = with_result(src, dst)
     before = task.result
-    res = result(dst if dst in t.TERMINAL else t.DONE) if dst == t.ENDING or (dst in t.TERMINAL and src != t.ENDING) else None
+    ends = dst == t.ENDING or (dst in t.TERMINAL and src != t.ENDING)
+    res = result(dst if dst in t.TERMINAL else t.DONE) if ends else None
     if (src, dst) in ALLOWED:
         t.transition(task, dst, res)
         assert task.state == dst

@@ -48,7 +48,8 @@ def option(argv: list[str], flag: str) -> str | None:
 
 
 def directive(prompt: str, key: str) -> str | None:
-    value = r"[^\n]*" if key in ("reply", "tool") else r"\S*"  # reply and tool take the rest of the line, others one word
+    # reply and tool take the rest of the line, others one word
+    value = r"[^\n]*" if key in ("reply", "tool") else r"\S*"
     m = re.search(rf"FAKE:{key}(?:=({value}))?", prompt)
     if not m:
         return None
@@ -62,7 +63,8 @@ def main() -> int:
         with open(os.environ["FAKE_CLAUDE_LOG"], "a") as f:
             f.write(json.dumps({"argv": argv, "prompt": prompt, "pid": os.getpid()}) + "\n")
     if not prompt.strip():
-        print("Error: Input must be provided either through stdin or as a prompt argument when using --print", file=sys.stderr)
+        print("Error: Input must be provided either through stdin or as a prompt argument when using --print",
+              file=sys.stderr)
         return 1
     config = Path(os.environ.get("CLAUDE_CONFIG_DIR") or os.path.join(os.environ["HOME"], ".claude"))
     project = config / "projects" / re.sub(r"[^a-zA-Z0-9]", "-", os.getcwd())
@@ -93,7 +95,9 @@ def main() -> int:
     write({"type": "user", "message": {"role": "user", "content": prompt}, "promptSource": "sdk", "timestamp": now()})
 
     def finish_interrupted(signum, frame):
-        write({"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "[Request interrupted by user]"}]}, "timestamp": now()})
+        write({"type": "user",
+               "message": {"role": "user", "content": [{"type": "text", "text": "[Request interrupted by user]"}]},
+               "timestamp": now()})
         sys.exit(0)
 
     # The handler before the init line: a test that saw init may interrupt at once.
@@ -120,9 +124,12 @@ def main() -> int:
     total = cost_before + COST_PER_TURN
     if directive(prompt, "error") is not None:
         text = "API Error: 500 fake failure"
-        write({"type": "assistant", "isApiErrorMessage": True, "message": {"model": "<synthetic>", "role": "assistant", "content": [{"type": "text", "text": text}]}, "timestamp": now()})
+        write({"type": "assistant", "isApiErrorMessage": True,
+               "message": {"model": "<synthetic>", "role": "assistant", "content": [{"type": "text", "text": text}]},
+               "timestamp": now()})
         write({"type": "cost-state", "totalCostUSD": cost_before})
-        out({"type": "result", "subtype": "success", "is_error": True, "api_error_status": 500, "result": text, "session_id": session_id, "total_cost_usd": cost_before})
+        out({"type": "result", "subtype": "success", "is_error": True, "api_error_status": 500, "result": text,
+             "session_id": session_id, "total_cost_usd": cost_before})
         return 1
     for n, call in enumerate(re.findall(r"FAKE:tool=([^\n]*)", prompt)):
         name, _, raw = call.partition(" ")
@@ -134,13 +141,15 @@ def main() -> int:
         write({"type": "user", "message": result, "toolUseResult": {}, "timestamp": now()})
         out({"type": "user", "message": result, "session_id": session_id})
     reply = directive(prompt, "reply") or f"fake reply to: {prompt[:40]}"
-    message = {"id": f"msg_{uuid.uuid4().hex[:8]}", "model": model, "role": "assistant", "content": [{"type": "text", "text": reply}], "stop_reason": "end_turn"}
+    message = {"id": f"msg_{uuid.uuid4().hex[:8]}", "model": model, "role": "assistant",
+               "content": [{"type": "text", "text": reply}], "stop_reason": "end_turn"}
     write({"type": "assistant", "message": message, "timestamp": now()})
     out({"type": "assistant", "message": message, "session_id": session_id})
     if title:
         write({"type": "custom-title", "customTitle": title})
     write({"type": "cost-state", "totalCostUSD": total})
-    out({"type": "result", "subtype": "success", "is_error": False, "result": reply, "session_id": session_id, "total_cost_usd": total, "num_turns": 1, "terminal_reason": "completed"})
+    out({"type": "result", "subtype": "success", "is_error": False, "result": reply, "session_id": session_id,
+         "total_cost_usd": total, "num_turns": 1, "terminal_reason": "completed"})
     return 0
 
 

@@ -2,8 +2,8 @@
 
 Why a mock: the tests drive the real claude CLI (2.1.328) end to end, and the only thing that cannot run here
 is Anthropic's API. This server answers what claude sends with Anthropic's own wire shapes (SSE for
-`stream: true`), and lets a test steer each reply through directives in the current prompt (the last block of the last user
-message that is not a `<system-reminder>`):
+`stream: true`), and lets a test steer each reply through directives in the current prompt (the last block of the
+last user message that is not a `<system-reminder>`):
 
     MOCK:sleep=SECONDS     send message_start, then wait that long before the text (a turn "in progress");
                            cut short when the server stops
@@ -249,7 +249,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _not_found(self) -> None:
-        self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": f"mock: no route {self.path}"}})
+        self._json(404,
+                   {"type": "error", "error": {"type": "not_found_error", "message": f"mock: no route {self.path}"}})
 
     def do_GET(self) -> None:
         self._log(None)
@@ -277,7 +278,8 @@ class _Handler(BaseHTTPRequestHandler):
         d = parse_directives(text)
         if d.fail is not None:
             kind = "api_error" if d.fail >= 500 else "invalid_request_error"
-            self._json(d.fail, {"type": "error", "error": {"type": kind, "message": f"mock: asked to fail with {d.fail}"}})
+            self._json(d.fail,
+                       {"type": "error", "error": {"type": kind, "message": f"mock: asked to fail with {d.fail}"}})
             return
         number = self.server.next_number()
         model = str(body.get("model") or "claude-mock")
@@ -295,7 +297,8 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             blocks.append({"type": "text", "text": d.reply if d.reply is not None else f"mock reply #{number}"})
         stop_reason = "tool_use" if tool is not None else "end_turn"
-        usage = {"input_tokens": 11, "output_tokens": d.output_tokens, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+        usage = {"input_tokens": 11, "output_tokens": d.output_tokens, "cache_creation_input_tokens": 0,
+                 "cache_read_input_tokens": 0}
         message = {
             "id": f"msg_mock{number:06d}",
             "type": "message",
@@ -311,7 +314,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._stream(message, blocks, stop_reason, usage, d.sleep, d.hold if tool is None else None)
 
-    def _stream(self, message: dict, blocks: list[dict], stop_reason: str, usage: dict, sleep: float, hold: str | None = None) -> None:
+    def _stream(self, message: dict, blocks: list[dict], stop_reason: str, usage: dict, sleep: float,
+                hold: str | None = None) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -327,17 +331,20 @@ class _Handler(BaseHTTPRequestHandler):
                 self._hold(hold)
             for index, block in enumerate(blocks):
                 if block["type"] == "text":
-                    self._event("content_block_start", {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
+                    self._event("content_block_start", {"type": "content_block_start", "index": index,
+                                                        "content_block": {"type": "text", "text": ""}})
                     delta = {"type": "text_delta", "text": block["text"]}
                 else:
                     start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-                    self._event("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
+                    self._event("content_block_start",
+                                {"type": "content_block_start", "index": index, "content_block": start})
                     delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
                 self._event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
                 self._event("content_block_stop", {"type": "content_block_stop", "index": index})
             self._event(
                 "message_delta",
-                {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": None}, "usage": {"output_tokens": usage["output_tokens"]}},
+                {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                 "usage": {"output_tokens": usage["output_tokens"]}},
             )
             self._event("message_stop", {"type": "message_stop"})
         except (BrokenPipeError, ConnectionResetError):

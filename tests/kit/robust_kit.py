@@ -88,7 +88,8 @@ def call_tool_raw(url: str, name: str, arguments: Any, token: str | None = None,
                   structured: bool = True, timeout: float = 20.0) -> RawResponse:
     meta = dict(META, **({"hive/structured": True} if structured else {}))
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return modern_call(url, "tools/call", {"name": name, "arguments": arguments, "_meta": meta}, headers, timeout=timeout)
+    return modern_call(url, "tools/call", {"name": name, "arguments": arguments, "_meta": meta}, headers,
+                       timeout=timeout)
 
 
 def _unsupported_transfer_coding(request: bytes) -> bool:
@@ -111,7 +112,8 @@ def assert_well_formed_answer(resp: RawResponse, method: str = "POST", request: 
         if isinstance(message, dict) and "error" in message:
             error = message["error"]
             assert isinstance(error.get("code"), int), f"JSON-RPC error without an integer code: {message}"
-            assert isinstance(error.get("message"), str) and error["message"].strip(), f"error without a message: {message}"
+            assert isinstance(error.get("message"), str) and error["message"].strip(), (
+                f"error without a message: {message}")
     if 400 <= resp.status < 500 and isinstance(payload, dict):
         assert "error" in payload, f"{resp.status} JSON answer that is not a JSON-RPC error: {payload}"
 
