@@ -74,10 +74,12 @@ class CallContext:
 
 @dataclass
 class ToolResult:
-    """One result, formatted twice: `text` for the model (the default) and `data` for programmatic callers."""
+    """One result, formatted twice: `text` for the model (the default) and `data` for programmatic callers.
+    `data` is only read (sent as structuredContent), so any answer's TypedDict goes in as it is, uncopied; at run
+    time it is a dict (common/mcp_methods.py sends a dict's result on its fast path)."""
 
     text: str
-    data: dict[str, Any] = field(default_factory=dict)
+    data: Mapping[str, Any] = field(default_factory=dict)
     is_error: bool = False
 
 

@@ -8,7 +8,6 @@ or read (views.py builds them, texts.py renders them), not a KeyError in a call.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict, final
 
 
@@ -211,8 +210,3 @@ class Steps(TypedDict):
     turn: int | None  # None: the transcript holds no turn yet
     transcript: str
     steps_page: PageData
-
-
-def data(answer: Mapping[str, object]) -> dict[str, Any]:
-    """An answer as ToolResult and todo data take it (a shallow copy: same keys, same order)."""
-    return dict(answer)

@@ -25,7 +25,7 @@ from typing import Any
 from common.config import SubagentSettings
 from common.process_seam import ProcessOps, stop_tree
 from common.todos import Todos
-from hivesubagent import answers, claude, views
+from hivesubagent import claude, views
 from hivesubagent import turn as T
 from hivesubagent.answers import WorkData
 from hivesubagent.arguments import SubagentError
@@ -192,7 +192,7 @@ class TurnRunner:
             self.table.transition_locked(turn, T.ENDED)
             data = views.turn_view(turn, self.settings.result_chars)
         summary, body = views.turn_todo(turn, data)
-        self._safe_todo(lambda: self.todos.upsert(turn.name, summary, body, answers.data(data)))
+        self._safe_todo(lambda: self.todos.upsert(turn.name, summary, body, data))
         with self.table.cond:
             turn.reported = True
             self.table.changed_locked()

@@ -17,8 +17,8 @@ from typing import Any
 
 from common.config import SubagentSettings
 from common.todos import Todos
-from hivesubagent import answers, views
 from hivesubagent import turn as T
+from hivesubagent import views
 from hivesubagent.answers import TurnView
 from hivesubagent.turn import Turn
 from hivesubagent.turns import TurnTable
@@ -93,5 +93,5 @@ class StallWatch:
                 f'nothing is stopped: status(name="{turn.name}") shows its progress, '
                 f'interrupt(name="{turn.name}") stops it')
         body = f"{stall}\n{then}; this todo goes when claude writes again, and the turn's outcome replaces it."
-        self.safe_todo(lambda: self.todos.upsert(turn.name, summary, body, answers.data(data)))
+        self.safe_todo(lambda: self.todos.upsert(turn.name, summary, body, data))
         return stall

@@ -9,7 +9,6 @@ from typing import Any, cast
 from common.facts import known, kv
 from common.notices import NO_SOCKET, Notices
 from common.tools import ToolResult
-from hivesubagent import answers
 from hivesubagent.answers import (
     LastTurn,
     Outcome,
@@ -78,7 +77,7 @@ def turn_result(view: TurnView, verb: str, notices: Notices) -> ToolResult:
         lines += _result_lines(name, o["result_text"], o["result_chars"], o.get("result_next_offset"), "result")
         lines.append(f"transcript: {view['transcript']}")
         failed = verb != "interrupted" and o["outcome"] in ("error",)
-        return ToolResult(text="\n".join(lines), data=answers.data(view), is_error=failed)
+        return ToolResult(text="\n".join(lines), data=view, is_error=failed)
     caps = {k: "none" if v is None else v for k, v in _bounds(view, known_only=False).items()}
     first = kv(state=view["state"], name=name, session_id=view["session_id"], turn=view["turn"], pid=view["pid"],
                **known(model=view.get("model")), **caps)
@@ -95,7 +94,7 @@ def turn_result(view: TurnView, verb: str, notices: Notices) -> ToolResult:
         lines.append(f"{verb} in the background. {ending}; {wait} waits for the end, status(name=\"{name}\") shows "
                      f'its progress, interrupt(name="{name}") stops it.')
     lines.append(f"transcript: {view['transcript']}")
-    return ToolResult(text="\n".join(lines), data=answers.data(view))
+    return ToolResult(text="\n".join(lines), data=view)
 
 
 def _stop_wait_facts(wait: StopWait) -> dict[str, Any]:

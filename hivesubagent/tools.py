@@ -17,7 +17,6 @@ from typing import Any, Required, TypedDict, cast
 from common.names import NAME_RULE
 from common.notices import NO_SOCKET, Notices
 from common.tools import Args, CallContext, Tool, ToolError, ToolRegistry, ToolResult, closed_object
-from hivesubagent import answers
 from hivesubagent.engine import SubagentEngine
 from hivesubagent.texts import render_list, render_many, render_session, render_steps, render_waited, turn_result
 
@@ -345,8 +344,8 @@ def _status(engine: SubagentEngine, args: SubagentStatusArgs, ctx: CallContext) 
         return _status_steps(engine, name, steps, steps_offset, result_offset)
     data = engine.status(name, result_offset)
     if "sessions" in data:
-        return ToolResult(text=render_list(data), data=answers.data(data))
-    return ToolResult(text=render_session(data), data=answers.data(data))
+        return ToolResult(text=render_list(data), data=data)
+    return ToolResult(text=render_session(data), data=data)
 
 
 def _status_wait(engine: SubagentEngine, names: list[str], wait_seconds: float | None, every: bool,
@@ -355,7 +354,7 @@ def _status_wait(engine: SubagentEngine, names: list[str], wait_seconds: float |
     if single:
         session, wait = data["sessions"][0], data["wait"]
         return ToolResult(text=render_waited(session, wait), data={**session, "wait": wait})
-    return ToolResult(text=render_many(data), data=answers.data(data))
+    return ToolResult(text=render_many(data), data=data)
 
 
 def _status_steps(engine: SubagentEngine, name: str | None, steps: bool, offset: int | None,
@@ -367,4 +366,4 @@ def _status_steps(engine: SubagentEngine, name: str | None, steps: bool, offset:
     if result_offset is not None:
         raise ToolError("result_offset: pages the result, steps the steps; ask for one at a time")
     data = engine.steps(name, 0 if offset is None else offset)
-    return ToolResult(text=render_steps(data), data=answers.data(data))
+    return ToolResult(text=render_steps(data), data=data)

@@ -14,6 +14,7 @@ docs/todo-protocol.md is the wire's contract; docs/design.md places todos in the
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
@@ -22,7 +23,7 @@ log = logging.getLogger(__name__)
 class Todos(Protocol):
     """The producer's side: both engines call these, and none may block for long nor raise."""
 
-    def upsert(self, key: str, summary: str, body: str, data: dict[str, Any] | None = None) -> Any: ...
+    def upsert(self, key: str, summary: str, body: str, data: Mapping[str, Any] | None = None) -> Any: ...
 
     def clear(self, key: str) -> Any: ...
 
@@ -33,7 +34,7 @@ class Todos(Protocol):
 class NoTodos:
     """Todos go to the log only (an engine built without a TodoDelivery, e.g. by a test or a tool)."""
 
-    def upsert(self, key: str, summary: str, body: str, data: dict[str, Any] | None = None) -> None:
+    def upsert(self, key: str, summary: str, body: str, data: Mapping[str, Any] | None = None) -> None:
         log.info("todo %s: %s", key, summary)
 
     def clear(self, key: str) -> None:

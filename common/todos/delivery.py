@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,7 +107,7 @@ class TodoDelivery:
 
     # ------------------------------------------------------------------------------------------ the callers' side
 
-    def upsert(self, key: str, summary: str, body: str, data: dict[str, Any] | None = None) -> bool:
+    def upsert(self, key: str, summary: str, body: str, data: Mapping[str, Any] | None = None) -> bool:
         """Make the harness show the todo `key` with this content (replacing any earlier one of that key)."""
         try:
             message = upsert_message(self.source, key, summary, body, data)

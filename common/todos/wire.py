@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +56,12 @@ def upsert_message(source: str, key: str, summary: Any, body: Any, data: Any) ->
         raise ValueError(f"body: must be a string, not {type(body).__name__}")
     if data is None:
         data = {}
-    if not isinstance(data, dict):
-        raise ValueError(f"data: must be a JSON object (a dict) or None, not {type(data).__name__}")
+    if not isinstance(data, Mapping):
+        raise ValueError(f"data: must be a JSON object (a mapping) or None, not {type(data).__name__}")
     try:
-        # A round trip, so the outbox and the wire hold plain JSON types (no tuples, no str subclasses).
-        data = json.loads(json.dumps(data, allow_nan=False))
+        # A round trip, so the outbox and the wire hold plain JSON types (no tuples, no str subclasses); json
+        # encodes a dict (any TypedDict is one), not any other mapping.
+        data = json.loads(json.dumps(data if isinstance(data, dict) else dict(data), allow_nan=False))
     except (TypeError, ValueError) as e:
         raise ValueError(f"data: must be JSON-serialisable ({e})") from None
     # The summary is one line by contract; fold line breaks rather than lose a completion over one.

@@ -218,6 +218,16 @@ def test_bad_todos_are_refused_with_a_log_never_raised(make_todos, short_dir, ca
     assert le.clear("../etc") is False
 
 
+def test_any_mapping_is_data_as_upsert_declares_it(make_todos, short_dir):
+    """Todos.upsert takes a Mapping (an answer's TypedDict goes in uncopied); one that is not a dict is sent
+    as the same JSON object."""
+    from types import MappingProxyType
+
+    le = make_todos(None)
+    assert le.upsert("k", "s", "", MappingProxyType({"b": 1, "a": [2]}))
+    assert outbox_message(short_dir, "k")["data"] == {"b": 1, "a": [2]}
+
+
 def test_summary_line_breaks_are_folded(make_todos, short_dir):
     le = make_todos(None)
     assert le.upsert("k", "two\nlines", "body\nstays")
