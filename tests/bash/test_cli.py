@@ -2,15 +2,20 @@
 exit codes with meaning, --json, tail -f, clean shutdown on SIGTERM and a restart after kill -9."""
 
 import json
+import os
 import signal
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from daemon_harness import sink_todos
+from kit.gate import Gate
 from kit.hivebash_testkit import marked_processes, wait_until
 
+from common import mcp_client
 from hivebash.cli import main
 
 DAEMON = str(Path(sys.executable).parent / "hive-bash-daemon")
@@ -26,6 +31,18 @@ def bash_daemon(daemon_factory, tmp_path):
 def hb(daemon, *args):
     result = CliRunner().invoke(main, ["--url", daemon.url, *args], catch_exceptions=False)
     return result.exit_code, result.output
+
+
+def _with_gate_opened_mid_wait(gate, command):
+    """`command()` (an hb call that waits), with `gate` opened at its first progress notification: the wait is
+    under way then. The CLI asks for progress as it does on a terminal (piped, it asks for none)."""
+    progressed, real = threading.Event(), mcp_client.call_tool
+    with pytest.MonkeyPatch.context() as patch, ThreadPoolExecutor(1) as pool:
+        patch.setattr(mcp_client, "call_tool", lambda *a, **k: real(*a, **{**k, "on_progress": lambda m: progressed.set()}))
+        answer = pool.submit(command)
+        assert progressed.wait(20) or answer.done(), "no progress from the waiting call"
+        gate.open()
+        return answer.result(30)
 
 
 @pytest.mark.slow
@@ -102,11 +119,12 @@ def test_leftover_of_a_finished_task_is_reaped_when_it_dies(bash_daemon):
     import psutil
 
     d = bash_daemon()
-    code, out = hb(d, "run", "--wait", "20", "--json", "--name", "bg", "setsid sleep 1 & echo started")
+    code, out = hb(d, "run", "--wait", "20", "--json", "--name", "bg", "setsid sleep 300 & echo started")
     assert json.loads(out)["status"] == "done" and len(json.loads(out)["leftover_pids"]) == 1  # named in the answer
     data = json.loads(hb(d, "status", "--json", "bg")[1])
     pid = data["leftover_pids"][0]
     assert psutil.Process(pid).ppid() == d.proc.pid  # re-parented to the daemon, a subreaper
+    os.kill(pid, signal.SIGKILL)  # it dies now, not at a time the machine's load decides
 
     def gone_for_good():
         try:
@@ -141,7 +159,7 @@ def test_official_python_client_sees_five_tools_and_text_results(bash_daemon):
 
 
 @pytest.mark.slow
-def test_operator_views_and_wait_never_clear_the_agents_todo(bash_daemon, sink):
+def test_operator_views_and_wait_never_clear_the_agents_todo(bash_daemon, sink, tmp_path):
     d = bash_daemon("--agent-socket", str(sink))
     hb(d, "run", "--name", "logs", "seq 1 3000; echo 'E: failed at 1500' >&2")
     assert wait_until(lambda: any(t["key"] == "logs" and "status=done" in t["summary"] for t in sink_todos(sink, strict=False)))
@@ -153,8 +171,9 @@ def test_operator_views_and_wait_never_clear_the_agents_todo(bash_daemon, sink):
     assert code == 0 and "E: failed at 1500" in out
     assert hb(d, "tail", "logs")[0] == 0 and hb(d, "list")[0] == 0
     hb(d, "run", "--name", "slow", "sleep 300")
-    hb(d, "run", "--name", "quick", "sleep 0.3; exit 5")
-    code, out = hb(d, "wait", "slow", "quick", "--timeout", "20")
+    gate = Gate(tmp_path)  # quick ends once the wait is under way
+    hb(d, "run", "--name", "quick", f"{gate.wait}; exit 5")
+    code, out = _with_gate_opened_mid_wait(gate, lambda: hb(d, "wait", "slow", "quick", "--timeout", "20"))
     assert code == 5 and out.splitlines()[1].startswith("id=quick status=done exit_code=5") and "ended during this call: quick" in out
     hb(d, "kill", "--force", "slow")
     todos = {t["key"]: t for t in sink_todos(sink)}

@@ -166,6 +166,15 @@ def _holds(url: str, count: int = 0) -> list[dict]:
     return json.loads(reply["result"]["content"][0]["text"])
 
 
+def _holding(url: str, count: int = 0) -> int:
+    """How many hold calls wait now, once there are `count` (the echo server waits up to 10 s for them)."""
+    body, headers = _modern_call("holds", {"wait": 10, "holding": count}, {})
+    resp, reply = post(url, body, headers)
+    now = int(reply["result"]["content"][0]["text"].removeprefix("holding="))
+    assert now >= count, f"{now} hold call(s) waiting, not {count}"
+    return now
+
+
 async def _cancel_after_first_progress(url: str, mode: str) -> float:
     first = anyio.Event()
 
@@ -195,7 +204,7 @@ def test_a_cancel_by_the_sdk_client_ends_the_wait_at_once(echo_daemon, mode):
 def test_notifications_cancelled_ends_a_call_without_a_stream(echo_daemon):
     """A JSON call (no token) in the handshake era, cancelled from another connection of its session."""
     session, _ = initialize(echo_daemon.url)
-    before = len(_holds(echo_daemon.url))
+    before, waiting = len(_holds(echo_daemon.url)), _holding(echo_daemon.url)
     body = {"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": {"name": "hold", "arguments": {"seconds": 20}}}
     parts = urlsplit(echo_daemon.url)
     sock = socket.create_connection((parts.hostname, parts.port), timeout=10)
@@ -203,7 +212,7 @@ def test_notifications_cancelled_ends_a_call_without_a_stream(echo_daemon):
     sock.sendall((f"POST /mcp HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\nContent-Type: application/json\r\n"
                   f"Accept: {BOTH}\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n"
                   f"Content-Length: {len(data)}\r\n\r\n").encode() + data)
-    time.sleep(0.3)  # the call reaches its wait (nothing to wait on from here: no byte comes before the answer)
+    _holding(echo_daemon.url, waiting + 1)  # the call reached its wait
     resp, _ = legacy(echo_daemon.url, session, "notifications/cancelled", {"requestId": 41})
     sock.close()
     ended = _holds(echo_daemon.url, before + 1)[before]
@@ -232,7 +241,7 @@ def test_a_client_that_hangs_up_mid_stream_ends_the_wait(echo_daemon):
 def test_a_cancel_from_another_session_does_not_touch_the_call(echo_daemon):
     """notifications/cancelled names a request id of its own session: another client cannot end this wait."""
     mine, theirs = initialize(echo_daemon.url)[0], initialize(echo_daemon.url)[0]
-    before = len(_holds(echo_daemon.url))
+    before, waiting = len(_holds(echo_daemon.url)), _holding(echo_daemon.url)
     body = {"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {"name": "hold", "arguments": {"seconds": 1.5}}}
     parts = urlsplit(echo_daemon.url)
     data = json.dumps(body).encode()
@@ -240,7 +249,7 @@ def test_a_cancel_from_another_session_does_not_touch_the_call(echo_daemon):
         sock.sendall((f"POST /mcp HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\nContent-Type: application/json\r\n"
                       f"Accept: {BOTH}\r\nMcp-Session-Id: {mine}\r\nMCP-Protocol-Version: 2025-11-25\r\n"
                       f"Content-Length: {len(data)}\r\n\r\n").encode() + data)
-        time.sleep(0.3)  # the call reaches its wait
+        _holding(echo_daemon.url, waiting + 1)  # the call reached its wait
         legacy(echo_daemon.url, theirs, "notifications/cancelled", {"requestId": 77})
         ended = _holds(echo_daemon.url, before + 1)[before]
     assert not ended["cancelled"] and ended["held_s"] >= 1.4, ended

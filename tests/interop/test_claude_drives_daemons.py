@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from daemon_harness import REPO, sink_todos, wait_until
+from kit.gate import Gate
 from kit.mock_messages_api import claude_env
 
 pytestmark = pytest.mark.interop
@@ -79,9 +80,11 @@ def test_agent_runs_a_command_inline_and_reads_the_result(stack, sink):
     assert not [t for t in sink_todos(sink) if t["key"] == "inline"], "a result delivered inline leaves no todo"
 
 
-def test_agent_backgrounds_a_command_and_the_completion_arrives_as_a_todo(stack, sink):
-    text = stack('MOCK:tool=mcp__bash__run {"cmd": "sleep 1; echo late", "name": "bg", "wait_seconds": 0}')
+def test_agent_backgrounds_a_command_and_the_completion_arrives_as_a_todo(stack, sink, tmp_path):
+    gate = Gate(tmp_path)  # the task ends after the turn that started it
+    text = stack("MOCK:tool=mcp__bash__run " + json.dumps({"cmd": f"{gate.wait}; echo late", "name": "bg", "wait_seconds": 0}))
     assert text.startswith("task started: id=bg"), text
+    gate.open()
     todo = wait_todo(sink, "bash", "bg", "status=done")
     assert "exit_code=0" in todo["summary"]
     assert f"Read({stack.bash_state.resolve() / 'bash-tasks' / 'bg.out'})" in todo["body"]
@@ -182,13 +185,15 @@ def test_agent_drives_a_python_repl_on_a_terminal_through_send(stack):
     stack('MOCK:tool=mcp__bash__kill {"id": "repl", "force": true}')
 
 
-def test_agent_waits_on_an_earlier_ready_line_reads_the_last_lines_and_waits_for_all(stack):
+def test_agent_waits_on_an_earlier_ready_line_reads_the_last_lines_and_waits_for_all(stack, tmp_path):
     """Issue 27's path through real claude: a server's ready line printed before the first status still ends
     its wait_for, the last 20 lines of a 100,000-line output, two tasks waited for with all; every answer that
     reached the model is under 8 KiB."""
-    text = _bounded(stack('MOCK:tool=mcp__bash__run {"cmd": "sleep 1; echo Server ready on :8080; sleep 60", '
-                          '"name": "web27", "wait_seconds": 0}'))
+    gate = Gate(tmp_path)  # the ready line comes after run's answer (which would show it)
+    web = {"cmd": f"{gate.wait}; echo Server ready on :8080; sleep 60", "name": "web27", "wait_seconds": 0}
+    text = _bounded(stack("MOCK:tool=mcp__bash__run " + json.dumps(web)))
     assert text.startswith("task started: id=web27"), text
+    gate.open()
     out = stack.bash_state / "bash-tasks" / "web27.out"
     wait_until(lambda: b"ready" in out.read_bytes(), 20, "the ready line")  # printed before the next call
     text = _bounded(stack('MOCK:tool=mcp__bash__status {"id": "web27", "wait_for": "ready", "wait_seconds": 20}'))

@@ -62,23 +62,32 @@ def tick(args, ctx):
 
 
 held_calls: list[dict] = []
+holding = [0]  # hold calls waiting now
 held_changed = threading.Condition()
 
 
 def hold(args, ctx):
     """Wait `seconds` through common.call_progress.paced_wait (progress every heartbeat), unless cancelled."""
     start = time.monotonic()
+    with held_changed:
+        holding[0] += 1
+        held_changed.notify_all()
     paced_wait(held_changed, lambda: False, float(args.get("seconds", 10)), ctx.progress, ctx.cancel,
                news=time.monotonic, message=lambda waited: f"held {waited:.1f} s")  # always news: one a second
     with held_changed:
+        holding[0] -= 1
         held_calls.append({"cancelled": ctx.cancel.fired, "gone": ctx.client_gone(), "held_s": time.monotonic() - start})
         held_changed.notify_all()
     return ToolResult(text=f"held cancelled={ctx.cancel.fired}", data={})
 
 
 def holds(args, ctx):
-    """The calls of hold that ended (waiting up to `wait` seconds for at least `count` of them)."""
+    """The calls of hold that ended (waiting up to `wait` seconds for at least `count` of them); with `holding`,
+    how many wait now (waiting for at least that many), so a test knows a call reached its wait."""
     with held_changed:
+        if "holding" in args:
+            wait_for(held_changed, lambda: holding[0] >= args["holding"], float(args.get("wait", 0)))
+            return ToolResult(text=f"holding={holding[0]}", data={"holding": holding[0]})
         wait_for(held_changed, lambda: len(held_calls) >= args.get("count", 0), float(args.get("wait", 0)))
         return ToolResult(text=json.dumps(held_calls), data={"holds": list(held_calls)})
 
@@ -95,7 +104,8 @@ TOOLS = [
     Tool("hold", "Wait until cancelled (or seconds), reporting progress.", {"type": "object", "properties": {
         "seconds": {"type": "number", "minimum": 0, "maximum": 30}}, "additionalProperties": False}, hold),
     Tool("holds", "The hold calls that ended.", {"type": "object", "properties": {
-        "wait": {"type": "number", "minimum": 0, "maximum": 30}, "count": {"type": "integer", "minimum": 0}}, "additionalProperties": False}, holds),
+        "wait": {"type": "number", "minimum": 0, "maximum": 30}, "count": {"type": "integer", "minimum": 0},
+        "holding": {"type": "integer", "minimum": 0}}, "additionalProperties": False}, holds),
 ]
 
 

@@ -159,8 +159,10 @@ def test_client_disconnecting_during_inline_wait(bash_factory, sink_factory):
     its result, its completion must come as a todo."""
     sink = sink_factory()
     daemon = bash_factory()
+    gate = Gate(daemon.state_dir.parent)  # the task ends only once the daemon has seen the hang-up
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "run", "arguments": {"cmd": "sleep 1; echo finished", "name": "hangup", "wait_seconds": 30}, "_meta": META}})
+        "name": "run", "arguments": {"cmd": f"{gate.wait}; echo finished", "name": "hangup", "wait_seconds": 30},
+        "_meta": META}})
     raw = build_request("POST", "/mcp", "HTTP/1.1", [
         ("Host", host_of(daemon.url)), ("Content-Type", "application/json"), ("Accept", "application/json"),
         ("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", "run")], body.encode())
@@ -168,7 +170,9 @@ def test_client_disconnecting_during_inline_wait(bash_factory, sink_factory):
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.sendall(raw)
         wait_until(lambda: any(t["id"] == "hangup" for t in daemon.tasks()), 20, "the task to be submitted")
-    # the connection is closed while the daemon waits inline
+    # the connection is closed while the daemon waits inline: the wait ends, and `run`'s "running" todo says so
+    wait_until(lambda: sink.upserts("hangup"), 20, "the running todo of the task whose client hung up")
+    gate.open()
     wait_until(lambda: daemon.tasks()[0]["status"] == "done", 30, "the task to finish")
     # No status call here: a status that sees the result would rightly clear the todo.
     wait_until(lambda: any("status=done" in e["summary"] for e in sink.upserts("hangup")), 10,
