@@ -37,8 +37,12 @@ def _with_gate_opened_mid_wait(gate, command):
     """`command()` (an hb call that waits), with `gate` opened at its first progress notification: the wait is
     under way then. The CLI asks for progress as it does on a terminal (piped, it asks for none)."""
     progressed, real = threading.Event(), mcp_client.call_tool
+
+    def call_tool(*args, **kwargs):
+        return real(*args, **{**kwargs, "on_progress": lambda message: progressed.set()})
+
     with pytest.MonkeyPatch.context() as patch, ThreadPoolExecutor(1) as pool:
-        patch.setattr(mcp_client, "call_tool", lambda *a, **k: real(*a, **{**k, "on_progress": lambda m: progressed.set()}))
+        patch.setattr(mcp_client, "call_tool", call_tool)
         answer = pool.submit(command)
         assert progressed.wait(20) or answer.done(), "no progress from the waiting call"
         gate.open()

@@ -82,7 +82,8 @@ def test_agent_runs_a_command_inline_and_reads_the_result(stack, sink):
 
 def test_agent_backgrounds_a_command_and_the_completion_arrives_as_a_todo(stack, sink, tmp_path):
     gate = Gate(tmp_path)  # the task ends after the turn that started it
-    text = stack("MOCK:tool=mcp__bash__run " + json.dumps({"cmd": f"{gate.wait}; echo late", "name": "bg", "wait_seconds": 0}))
+    background = {"cmd": f"{gate.wait}; echo late", "name": "bg", "wait_seconds": 0}
+    text = stack("MOCK:tool=mcp__bash__run " + json.dumps(background))
     assert text.startswith("task started: id=bg"), text
     gate.open()
     todo = wait_todo(sink, "bash", "bg", "status=done")
