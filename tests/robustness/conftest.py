@@ -93,7 +93,8 @@ def bash_factory(tmp_path, short_dir):
     made: list[BashDaemon] = []
 
     def start(*extra: str, socket: bool = True, state_dir: Path | None = None) -> BashDaemon:
-        d = BashDaemon(tmp_path, state_dir or tmp_path / "state", short_dir / "agent.sock" if socket else None, list(extra))
+        d = BashDaemon(tmp_path, state_dir or tmp_path / "state",
+                       short_dir / "agent.sock" if socket else None, list(extra))
         made.append(d)
         return d.start()
 

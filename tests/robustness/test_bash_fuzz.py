@@ -23,7 +23,8 @@ from kit.robust_kit import assert_well_formed_answer, call_tool_raw, result_text
 
 FUZZ = settings(max_examples=examples(120), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-FIELD = re.compile(r"\b(cmd|timeout_secs|wait_seconds|name|cwd|id|force|state|limit|arguments|stdin|text|keys|enter|eof|wait_for)\b")
+FIELD = re.compile(r"\b(cmd|timeout_secs|wait_seconds|name|cwd|id|force|state|limit|arguments|stdin"
+                   r"|text|keys|enter|eof|wait_for)\b")
 NAME_OK = re.compile(r"[a-z0-9-]{1,63}\.(out|err|json)|\.[a-z0-9-]{1,63}(\.next)?\.json\.tmp")
 # The files of a spare (hivebash/spares.py): an 8-hex id with outputs and record temp files but no record. They
 # are made after an answer is sent, so they can appear between two listings of a test.
@@ -43,26 +44,32 @@ PATH_TRICKS = ["../x", "..", ".", "a/b", "/etc/passwd", "x\x00y", "x\n", "x/../.
                "\u0430bc",  # Cyrillic a
                "\uff54\uff41\uff53\uff4b",  # fullwidth "task"
                "ta\u0455k", "A", "a" * 64, "", " ", "a b", "x.out", "x\\y", "%2e%2e", "a" * 63 + "\n"]
-names = st.sampled_from(PATH_TRICKS + ["ok", "fz-1", "a" * 63, "-", "0"]) | st.from_regex(r"[a-z0-9-]{1,8}", fullmatch=True) | st.text(max_size=70)
+names = (st.sampled_from(PATH_TRICKS + ["ok", "fz-1", "a" * 63, "-", "0"])
+         | st.from_regex(r"[a-z0-9-]{1,8}", fullmatch=True) | st.text(max_size=70))
 json_leaf = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10)
-json_value = st.recursive(json_leaf, lambda i: st.lists(i, max_size=3) | st.dictionaries(st.text(max_size=5), i, max_size=3), max_leaves=8)
+json_value = st.recursive(
+    json_leaf, lambda i: st.lists(i, max_size=3) | st.dictionaries(st.text(max_size=5), i, max_size=3), max_leaves=8)
 
 
 def _quoted(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
-safe_cmds = st.sampled_from(["true", ":", "echo fuzz", "exit 3", "echo err >&2", "printf '\\000\\377\\n'", "kill -TERM $$",
+safe_cmds = st.sampled_from(["true", ":", "echo fuzz", "exit 3", "echo err >&2", "printf '\\000\\377\\n'",
+                             "kill -TERM $$",
                              "sleep 0.05", "exec true"]) | st.text(max_size=40).filter(lambda t: "\x00" not in t).map(
     lambda t: "printf %s " + _quoted(t))
-cmds = safe_cmds | st.sampled_from(["", " ", "\x00", "echo a\x00b", "x" * 65537]) | json_value.filter(lambda v: not isinstance(v, str))
+cmds = (safe_cmds | st.sampled_from(["", " ", "\x00", "echo a\x00b", "x" * 65537])
+        | json_value.filter(lambda v: not isinstance(v, str)))
 small_waits = st.sampled_from([0, 0, 0.01, 0.2, -1, float("nan"), float("inf"), "1", True, None, 10**9])
 numbers = st.sampled_from([1, 2, 0, -1, 1.5, 2.0, 10**9, 10**9 + 1, 10**20, True, "5", None, float("nan")]) | json_value
-cwds = st.sampled_from([".", "/", "/nonexistent", "state", "..", "x\x00y", "", "/etc/passwd", "a" * 5000]) | st.text(max_size=20)
+cwds = (st.sampled_from([".", "/", "/nonexistent", "state", "..", "x\x00y", "", "/etc/passwd", "a" * 5000])
+        | st.text(max_size=20))
 
 run_args_weird = st.fixed_dictionaries({}, optional={"cmd": cmds, "timeout_secs": numbers, "wait_seconds": small_waits,
                                                      "name": names, "cwd": cwds, "extra": json_value})
-status_args_weird = st.fixed_dictionaries({}, optional={"id": names | json_value, "wait_seconds": small_waits, "x": json_value})
+status_args_weird = st.fixed_dictionaries({}, optional={"id": names | json_value, "wait_seconds": small_waits,
+                                                        "x": json_value})
 kill_args_weird = st.fixed_dictionaries({}, optional={"id": names | json_value, "force": st.booleans() | json_value})
 valid_names = st.sampled_from(["fz-a", "fz-b", "fz-c", "fz-d"]) | st.from_regex(r"[a-z0-9-]{1,12}", fullmatch=True)
 few = st.sampled_from  # (repeated entries weight the draw towards well-formed values)
@@ -89,7 +96,8 @@ status_args = mostly(st.fixed_dictionaries({"id": mostly(valid_names, names | js
 kill_args = mostly(st.fixed_dictionaries({"id": mostly(valid_names, names | json_value)}, optional={
     "force": mostly(st.booleans(), json_value)}), kill_args_weird)
 list_args = st.fixed_dictionaries({}, optional={
-    "state": mostly(few(["pending", "running", "done", "timed_out", "killed", "interrupted"]), json_value | few(["PENDING", ""])),
+    "state": mostly(few(["pending", "running", "done", "timed_out", "killed", "interrupted"]),
+                    json_value | few(["PENDING", ""])),
     "limit": mostly(st.integers(1, 1000), numbers)})
 calls = st.one_of(st.tuples(st.just("run"), run_args), st.tuples(st.just("run"), run_args),
                   st.tuples(st.just("status"), status_args), st.tuples(st.just("kill"), kill_args),
@@ -139,7 +147,8 @@ def test_every_tool_answers_any_arguments_by_naming_the_field(fuzz_bash, call):
     if "result" in body:
         result = body["result"]
         text = result_text(result)
-        event(f"{tool} {'refused' if result['isError'] else 'ok'}: {text[:40]!r}" if result["isError"] else f"{tool} ok")
+        event(f"{tool} {'refused' if result['isError'] else 'ok'}: {text[:40]!r}" if result["isError"]
+              else f"{tool} ok")
         assert text.strip(), result
         if result["isError"]:
             assert FIELD.search(text), f"{tool}({arguments!r}) refused without naming a field: {text}"

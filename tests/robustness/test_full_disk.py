@@ -77,7 +77,8 @@ def test_a_removed_bash_tasks_directory_is_made_again(bash_factory, tmp_path):
     assert daemon.call("run", cmd="echo unnamed", wait_seconds=20)["status"] == "done"
     assert tasks_dir.stat().st_mode & 0o777 == 0o700
     assert (tasks_dir / "two.out").read_text() == "two\n"
-    assert daemon.daemon.log().count("bash-tasks") and daemon.daemon.log().count("was removed while the daemon ran") == 1
+    assert daemon.daemon.log().count("bash-tasks")
+    assert daemon.daemon.log().count("was removed while the daemon ran") == 1
     assert (tasks_dir / "long.json").exists(), "the record of a task still running was not written again"
     daemon.kill9()
     daemon.start()

@@ -30,26 +30,32 @@ FUZZ = settings(max_examples=examples(150), deadline=None, database=None,
 
 json_leaf = (st.none() | st.booleans() | st.integers() | st.integers(min_value=-(10**40), max_value=10**40)
              | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=30))
-json_value = st.recursive(json_leaf, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                          max_leaves=15)
+json_value = st.recursive(
+    json_leaf, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=15)
 # block/unblock hold a request thread for seconds by design; everything else is fair game.
-tool_names = st.sampled_from(["echo", "echo", "refuse", "crash", "nope", "", "ECHO", "echo\x00"]) | st.text(max_size=12).filter(
-    lambda s: s not in ("block", "unblock"))
+tool_names = (st.sampled_from(["echo", "echo", "refuse", "crash", "nope", "", "ECHO", "echo\x00"])
+              | st.text(max_size=12).filter(lambda s: s not in ("block", "unblock")))
 methods = st.sampled_from(["tools/call", "tools/call", "tools/list", "server/discover", "initialize", "ping",
                            "notifications/initialized", "resources/list", "", "tools/call/x"]) | st.text(max_size=16)
-ids = st.integers() | st.text(max_size=10) | st.sampled_from([None, 1.5, True, [], {}, 10**30, -1, "server-discover-probe-1"])
-versions = st.sampled_from([MODERN, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05", "2099-01-01", "", "latest"]) | st.text(max_size=12)
+ids = (st.integers() | st.text(max_size=10)
+       | st.sampled_from([None, 1.5, True, [], {}, 10**30, -1, "server-discover-probe-1"]))
+versions = (st.sampled_from([MODERN, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05",
+                             "2099-01-01", "", "latest"])
+            | st.text(max_size=12))
 echo_args = st.fixed_dictionaries({}, optional={
     "text": st.text(max_size=40) | json_value | st.just("x" * 1001),
     "times": st.integers(min_value=-3, max_value=8) | st.floats() | st.sampled_from([2.0, True, "2", None, 10**20]),
     "extra": json_value,
 })
-metas = st.sampled_from([META, dict(META, **{"hive/structured": True}), {}, None, [], {"hive/structured": "yes"}]) | st.fixed_dictionaries(
-    {}, optional={"io.modelcontextprotocol/protocolVersion": versions, "io.modelcontextprotocol/clientCapabilities": json_value,
-                  "hive/structured": json_value})
+metas = (st.sampled_from([META, dict(META, **{"hive/structured": True}), {}, None, [], {"hive/structured": "yes"}])
+         | st.fixed_dictionaries({}, optional={"io.modelcontextprotocol/protocolVersion": versions,
+                                               "io.modelcontextprotocol/clientCapabilities": json_value,
+                                               "hive/structured": json_value}))
 params = json_value | st.fixed_dictionaries({}, optional={
     "name": tool_names, "arguments": echo_args | json_value, "_meta": metas, "cursor": json_value,
-    "protocolVersion": versions, "capabilities": json_value, "clientInfo": json_value | st.just({"name": "f", "version": "1"}),
+    "protocolVersion": versions, "capabilities": json_value,
+    "clientInfo": json_value | st.just({"name": "f", "version": "1"}),
 })
 rpc_message = st.fixed_dictionaries({}, optional={
     "jsonrpc": st.sampled_from(["2.0", "2.0", "2.0", "1.0", 2.0, None]), "id": ids, "method": methods, "params": params,
@@ -74,7 +80,8 @@ bodies = st.one_of(
               st.sampled_from([b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\x80abc", b"\\ud800"]), rpc_message),
     st.integers(min_value=1, max_value=3000).map(_nested),
     st.integers(min_value=1, max_value=3000).map(
-        lambda d: b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":' + _nested(d) + b"}}}"),
+        lambda d: (b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":'
+                   + _nested(d) + b"}}}")),
     st.integers(min_value=1, max_value=6000).map(lambda n: b"1" * n),
     st.sampled_from([b"1e999", b"-1e999", b"NaN", b"Infinity", b"-0", b"", b" ", b"null", b"{}", b"[]",
                      b'{"jsonrpc":"2.0","id":' + b"9" * 5000 + b',"method":"ping"}']),
@@ -84,17 +91,22 @@ bodies = st.one_of(
 
 # Raw header bytes (latin-1 and invalid UTF-8 included); CR and LF would end the header, so they are left out.
 header_text = st.binary(max_size=40).map(lambda b: b.replace(b"\r", b"").replace(b"\n", b""))
-http_methods = st.sampled_from(["POST"] * 6 + ["GET", "DELETE", "HEAD", "PUT", "OPTIONS", "PATCH", "TRACE", "post"]) | st.text(
-    alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ-!#$%&'*+.^_`|~", min_size=1, max_size=10)
-targets = st.sampled_from(["/mcp"] * 6 + ["/healthz", "/", "/mcp/", "/MCP", "/mcp?x=1", "//mcp", "/mcp%00", "/../mcp", "/%ff",
-                                          "*", "http://127.0.0.1/mcp", "/mcp;x", "/healthz/../mcp"]) | st.text(
-    alphabet=st.characters(min_codepoint=33, max_codepoint=126), max_size=20).map(lambda s: "/" + s)
-http_versions = st.sampled_from(["HTTP/1.1"] * 6 + ["HTTP/1.0", "HTTP/0.9", "HTTP/2.0", "HTTP/1.2", "HTTP/9.9", "http/1.1"])
+http_methods = (st.sampled_from(["POST"] * 6 + ["GET", "DELETE", "HEAD", "PUT", "OPTIONS", "PATCH", "TRACE", "post"])
+                | st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ-!#$%&'*+.^_`|~", min_size=1, max_size=10))
+targets = (st.sampled_from(["/mcp"] * 6 + ["/healthz", "/", "/mcp/", "/MCP", "/mcp?x=1", "//mcp", "/mcp%00", "/../mcp",
+                                           "/%ff", "*", "http://127.0.0.1/mcp", "/mcp;x", "/healthz/../mcp"])
+           | st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), max_size=20).map(lambda s: "/" + s))
+http_versions = st.sampled_from(["HTTP/1.1"] * 6
+                                + ["HTTP/1.0", "HTTP/0.9", "HTTP/2.0", "HTTP/1.2", "HTTP/9.9", "http/1.1"])
 hosts = st.sampled_from(["<self>"] * 6 + [None, "", "localhost", "[::1]", "evil.example", "localhost.evil.example",
-                                         "127.0.0.1.nip.io", "[::1", "::1", "127.0.0.1:99999", "LOCALHOST:1"]) | header_text
-content_types = st.sampled_from(["application/json"] * 4 + ["application/json; charset=utf-8", "APPLICATION/JSON", "text/plain",
-                                                           "application/json-rpc", "", "multipart/form-data; boundary=x"]) | header_text
-accepts = st.sampled_from(["application/json, text/event-stream"] * 3 + ["*/*", "text/event-stream", "text/html", "", "application/*;q=0"]) | header_text
+                                         "127.0.0.1.nip.io", "[::1", "::1", "127.0.0.1:99999",
+                                         "LOCALHOST:1"]) | header_text
+content_types = st.sampled_from(["application/json"] * 4 + ["application/json; charset=utf-8", "APPLICATION/JSON",
+                                                           "text/plain", "application/json-rpc", "",
+                                                           "multipart/form-data; boundary=x"]) | header_text
+accepts = (st.sampled_from(["application/json, text/event-stream"] * 3
+                           + ["*/*", "text/event-stream", "text/html", "", "application/*;q=0"])
+           | header_text)
 optional_headers = st.fixed_dictionaries({}, optional={
     "Origin": st.sampled_from(["http://localhost:3000", "http://evil.example", "null", "http://localhost.evil.example",
                                "http://[::1]:1", "file://", "http://127.0.0.1.nip.io"]) | header_text,
@@ -106,7 +118,8 @@ optional_headers = st.fixed_dictionaries({}, optional={
     "Authorization": st.sampled_from(["Bearer x", "Bearer ", "Basic Zm9vOmJhcg==", "bearer x"]) | header_text,
     "Transfer-Encoding": st.sampled_from(["chunked", "gzip", "identity"]),
     "Content-Encoding": st.sampled_from(["gzip", "br"]),
-    "Expect": st.just("100-continue"),  # kept only with a body: see test_expect_continue_without_body_stalls_only_itself
+    # Expect is kept only with a body: see test_expect_continue_without_body_stalls_only_itself.
+    "Expect": st.just("100-continue"),
 })
 
 
@@ -140,8 +153,9 @@ def test_any_request_gets_an_answer_that_is_not_a_server_error(robust_echo, data
     assert robust_echo.proc.poll() is None, f"the daemon died:\n{robust_echo.log()[-3000:]}"
 
 
-ascii_tool_names = st.sampled_from(["echo"] * 6 + ["refuse", "crash", "nope", "", "ECHO"]) | st.text(
-    alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=12).filter(lambda s: s not in ("block", "unblock"))
+ascii_tool_names = (st.sampled_from(["echo"] * 6 + ["refuse", "crash", "nope", "", "ECHO"])
+                    | st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126),
+                              max_size=12).filter(lambda s: s not in ("block", "unblock")))
 
 
 @st.composite
@@ -151,7 +165,8 @@ def modern_requests(draw):
     message = draw(rpc_message)
     if draw(st.integers(0, 9)):  # nine in ten: a well-formed envelope around fuzzed params and arguments
         message.update(jsonrpc="2.0", id=draw(st.integers(0, 10**6) | st.text(max_size=8)))
-        message["method"] = draw(st.sampled_from(["tools/call"] * 8 + ["tools/list", "server/discover", "ping", "initialize"]))
+        message["method"] = draw(st.sampled_from(["tools/call"] * 8
+                                                 + ["tools/list", "server/discover", "ping", "initialize"]))
         if not isinstance(message.get("params"), dict) or draw(st.integers(0, 3)):
             message["params"] = {"name": draw(ascii_tool_names), "arguments": draw(echo_args | json_value)}
         message["params"].setdefault("_meta", dict(META, **{"hive/structured": draw(st.booleans())}))
@@ -180,7 +195,8 @@ def test_modern_requests_reach_dispatch_and_never_fail_the_server(robust_echo, r
             text = "".join(c.get("text", "") for c in result["content"])
             assert text.strip(), f"a tool result must say something: {result}"
             if result["isError"] and "invalid arguments" in text:
-                assert any(f in text for f in ("text", "times", "arguments")), f"the refusal must name the field: {text}"
+                assert any(f in text for f in ("text", "times", "arguments")), (
+                    f"the refusal must name the field: {text}")
     assert robust_echo.proc.poll() is None, f"the daemon died:\n{robust_echo.log()[-3000:]}"
 
 
@@ -198,6 +214,8 @@ def test_handshake_session_messages_never_fail_the_server(robust_echo, handshake
 
 def test_fuzzing_left_the_daemon_serving(robust_echo):
     """After all of the above, a plain healthz and a plain tool call still work."""
-    resp = exchange(robust_echo.url, build_request("GET", "/healthz", "HTTP/1.1", [("Host", host_of(robust_echo.url))], None), "GET")
+    resp = exchange(robust_echo.url,
+                    build_request("GET", "/healthz", "HTTP/1.1", [("Host", host_of(robust_echo.url))], None), "GET")
     assert resp.status == 200 and resp.json()["ok"] is True
-    assert tool_result(call_tool_raw(robust_echo.url, "echo", {"text": "still"}))["structuredContent"] == {"echo": "still"}
+    still = tool_result(call_tool_raw(robust_echo.url, "echo", {"text": "still"}))
+    assert still["structuredContent"] == {"echo": "still"}

@@ -17,11 +17,14 @@ FUZZ = settings(max_examples=examples(300), deadline=None, database=None, suppre
 REGISTRY = ToolRegistry([t for t in TOOLS if t.name in ("echo", "refuse", "crash")])
 
 json_leaf = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
-json_value = st.recursive(json_leaf, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-                          max_leaves=10)
+json_value = st.recursive(
+    json_leaf, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=10)
 near_echo_args = st.fixed_dictionaries({}, optional={
     "text": st.text(max_size=30) | st.just("y" * 1000) | st.just("y" * 1001) | json_value,
-    "times": st.integers(-2, 8) | st.sampled_from([1.0, 2.0, 5.0, 2.5, True, False, "2", 10**30, float("inf"), float("nan")]) | json_value,
+    "times": (st.integers(-2, 8) | st.sampled_from([1.0, 2.0, 5.0, 2.5, True, False, "2", 10**30, float("inf"),
+                                                      float("nan")])
+              | json_value),
 }) | st.dictionaries(st.text(max_size=8), json_value, max_size=4)
 
 
@@ -33,7 +36,8 @@ def test_echo_arguments_are_accepted_or_refused_by_field(args):
     except ToolArgumentsError as exc:
         message = str(exc)
         assert any(f in message for f in ("text", "times", "arguments")), f"refusal names no field: {message}"
-        assert any(rule in message for rule in ("must", "is required", "not allowed")), f"refusal names no rule: {message}"
+        assert any(rule in message for rule in ("must", "is required", "not allowed")), (
+            f"refusal names no rule: {message}")
         return
     assert not result.is_error, f"accepted arguments {args!r} made the handler fail: {result.text}"
     assert result.text.startswith("echo=") and result.data["echo"] == args["text"] * args.get("times", 1)

@@ -218,7 +218,8 @@ def test_a_link_planted_at_the_ready_files_temp_is_not_followed(tmp_path):
 
 @pytest.mark.slow
 def test_a_huge_timeout_is_supervised_and_killable(bash_daemon):
-    """poll() takes a C int of milliseconds: unbounded, 1e9 s would crash the worker and leave the command unsupervised."""
+    """poll() takes a C int of milliseconds: unbounded, 1e9 s would crash the worker and leave the command
+    unsupervised."""
     task = bash_daemon.call("run", cmd="sleep 300", timeout_secs=1_000_000_000, wait_seconds=1)
     assert task["status"] == "running", task
     marker = _record(bash_daemon.state_dir, task["id"])["marker"]

@@ -40,7 +40,8 @@ def test_dns_rebinding_hosts_are_refused(robust_echo, host):
     assert b'"tools"' not in resp.body
 
 
-@pytest.mark.parametrize("host", ["localhost", "LOCALHOST", "127.0.0.1", "[::1]", "[::1]:1", "::1", "localhost:", "127.0.0.1:<port>"])
+@pytest.mark.parametrize("host", ["localhost", "LOCALHOST", "127.0.0.1", "[::1]", "[::1]:1", "::1", "localhost:",
+                                  "127.0.0.1:<port>"])
 def test_loopback_host_spellings_are_served(robust_echo, host):
     host = host.replace("<port>", _port(robust_echo.url))
     assert modern_call(robust_echo.url, "tools/list", headers={"Host": host}).status == 200
@@ -58,13 +59,15 @@ def test_two_host_headers_are_not_read_as_the_good_one(robust_echo):
 
 
 def test_healthz_is_guarded_too(robust_echo):
-    resp = exchange(robust_echo.url, build_request("GET", "/healthz", "HTTP/1.1", [("Host", "evil.example")], None), "GET")
+    resp = exchange(robust_echo.url,
+                    build_request("GET", "/healthz", "HTTP/1.1", [("Host", "evil.example")], None), "GET")
     assert resp.status == 421 and b"echo-test" not in resp.body
 
 
 def test_extra_allowed_host_is_exact(token_echo):
     auth = {"Authorization": f"Bearer {TOKEN}".encode()}
-    assert modern_call(token_echo.url, "tools/list", headers={"Host": "mcp.internal.example:7711", **auth}).status == 200
+    assert modern_call(token_echo.url, "tools/list",
+                       headers={"Host": "mcp.internal.example:7711", **auth}).status == 200
     for host in ("mcp.internal.example.evil", "evil.mcp.internal.example", "mcp.internal.example@evil"):
         assert modern_call(token_echo.url, "tools/list", headers={"Host": host, **auth}).status == 421, host
 
@@ -72,12 +75,14 @@ def test_extra_allowed_host_is_exact(token_echo):
 # -- Origin: only the daemon's own origin (and the configured ones) ---------------------------------------------------
 
 FOREIGN_ORIGINS = [
-    "http://evil.example", "http://localhost.evil.example", "http://127.0.0.1.nip.io", "null", "file://", "ws://localhost",
+    "http://evil.example", "http://localhost.evil.example", "http://127.0.0.1.nip.io",
+    "null", "file://", "ws://localhost",
     "http://localhost@evil.example", "http://evil.example?x=http://localhost", "http://evil.example#@localhost",
     "http://[::1].evil.example", "http://localhost:abc", "http://localhost/../evil", "https://app.example",
     "http://localhost\\@evil.example", "javascript:alert(1)//localhost",
     # loopback, but another port or scheme: a page of a local dev server is another origin
-    "http://localhost", "http://LOCALHOST:3000", "https://127.0.0.1:8443", "http://[::1]:80", "https://localhost:<port>",
+    "http://localhost", "http://LOCALHOST:3000", "https://127.0.0.1:8443", "http://[::1]:80",
+    "https://localhost:<port>",
 ]
 
 
@@ -100,7 +105,8 @@ def test_configured_origin_is_exact(token_echo):
     auth = {"Authorization": f"Bearer {TOKEN}".encode()}
     assert modern_call(token_echo.url, "tools/list", headers={"Origin": "https://app.example", **auth}).status == 200
     assert modern_call(token_echo.url, "tools/list", headers={"Origin": "https://APP.example/", **auth}).status == 200
-    for origin in ("http://app.example", "https://app.example.evil", "https://app.example:444", "https://evil.app.example"):
+    for origin in ("http://app.example", "https://app.example.evil", "https://app.example:444",
+                   "https://evil.app.example"):
         assert modern_call(token_echo.url, "tools/list", headers={"Origin": origin, **auth}).status == 403, origin
 
 
@@ -113,7 +119,7 @@ def test_only_loopback_names_pass_the_host_check(robust_echo, host):
     assert resp.status == (200 if loopback else 421), f"Host {host!r}: {resp.status}"
 
 
-# -- the bearer token ---------------------------------------------------------------------------------------------------
+# -- the bearer token --------------------------------------------------------------------------------------------------
 
 def _auth(value: str) -> bytes:
     """Header values travel as bytes: the client sends UTF-8 (the server sees them latin-1 decoded, as WSGI says)."""
@@ -121,19 +127,22 @@ def _auth(value: str) -> bytes:
 
 
 @pytest.mark.parametrize("authorization", [
-    None, "", "Bearer", "Bearer ", "Bearer wrong", "Basic " + TOKEN, TOKEN, "Bearer " + TOKEN[:-1], "Bearer " + TOKEN + "x",
+    None, "", "Bearer", "Bearer ", "Bearer wrong", "Basic " + TOKEN, TOKEN, "Bearer " + TOKEN[:-1],
+    "Bearer " + TOKEN + "x",
     "Bearer " + TOKEN.upper(), "Bearer x" + TOKEN, "Bearer " + TOKEN[:1], "Bearer " + TOKEN + " " + TOKEN,
     "Bearer " + TOKEN.replace("\u00e9", "e"),
 ])
 def test_wrong_or_missing_token_is_401(token_echo, authorization):
     headers = {"Authorization": _auth(authorization) if authorization is not None else None}
-    resp = modern_call(token_echo.url, "tools/call", {"name": "echo", "arguments": {"text": "x"}, "_meta": META}, headers)
+    resp = modern_call(token_echo.url, "tools/call",
+                       {"name": "echo", "arguments": {"text": "x"}, "_meta": META}, headers)
     assert resp.status == 401, f"{authorization!r} -> {resp.status}"
     assert "bearer" in resp.text().lower() and resp.headers.get("www-authenticate", "").startswith("Bearer")
     assert TOKEN not in resp.text() and "echo=" not in resp.text()
 
 
-@pytest.mark.parametrize("authorization", ["Bearer " + TOKEN, "bearer " + TOKEN, "BEARER " + TOKEN, "Bearer  " + TOKEN + " "])
+@pytest.mark.parametrize("authorization",
+                         ["Bearer " + TOKEN, "bearer " + TOKEN, "BEARER " + TOKEN, "Bearer  " + TOKEN + " "])
 def test_right_token_is_served(token_echo, authorization):
     """The scheme is case-insensitive (RFC 9110 section 11.1); the token is compared as the bytes the client sent
     (UTF-8 here, so a non-ASCII token works)."""
@@ -153,12 +162,13 @@ def test_unauthenticated_requests_learn_nothing_and_open_no_session(token_echo):
 
 def test_token_checked_on_every_era_and_method(token_echo):
     for method in ("GET", "DELETE", "POST"):
-        resp = post_json(token_echo.url, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"Mcp-Session-Id": "0" * 32}, method=method)
+        resp = post_json(token_echo.url, {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                         {"Mcp-Session-Id": "0" * 32}, method=method)
         assert resp.status == 401, (method, resp.status)
     assert call_tool_raw(token_echo.url, "echo", {"text": "x"}).status == 401
 
 
-# -- connection-level abuse ---------------------------------------------------------------------------------------------
+# -- connection-level abuse --------------------------------------------------------------------------------------------
 
 def test_expect_continue_without_body_stalls_only_itself(robust_echo):
     """waitress 3.0.2 never completes a request with `Expect: 100-continue` and an empty body (its send_continue
@@ -166,7 +176,8 @@ def test_expect_continue_without_body_stalls_only_itself(robust_echo):
     Upstream bug, not ours: what matters here is that such stalled connections hold no worker thread, so
     other clients are still served."""
     stalled = []
-    raw = build_request("POST", "/mcp", "HTTP/1.1", [("Host", host_of(robust_echo.url)), ("Content-Type", "application/json"),
+    raw = build_request("POST", "/mcp", "HTTP/1.1",
+                        [("Host", host_of(robust_echo.url)), ("Content-Type", "application/json"),
                                                      ("Expect", "100-continue")], b"")
     host, port = host_of(robust_echo.url).rsplit(":", 1)
     for _ in range(40):  # more than the daemon's worker threads

@@ -42,8 +42,9 @@ class Subagent:
         fake.chmod(0o755)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_"))}
         env.update(HOME=str(self.home), FAKE_CLAUDE_LOG=str(self.fake_log))
-        self.daemon = start_daemon([str(BIN / "hive-subagent-daemon"), "--claude-bin", str(fake), "--workdir", str(self.work),
-                                    "--state-dir", str(self.state), "--max-running", "3", "--kill-grace", "1"], root, env)
+        self.daemon = start_daemon([str(BIN / "hive-subagent-daemon"), "--claude-bin", str(fake), "--workdir",
+                                    str(self.work), "--state-dir", str(self.state), "--max-running", "3",
+                                    "--kill-grace", "1"], root, env)
 
     def call(self, tool: str, arguments) -> dict:
         return tool_result(call_tool_raw(self.daemon.url, tool, arguments, timeout=CALL_TIMEOUT))
@@ -72,7 +73,8 @@ def subagent(tmp_path_factory):
     assert s.daemon.stop() == 0
     allowed = (s.home, s.work, s.state)
     stray = {p for p in set(root.rglob("*")) - before
-             if not any(a == p or a in p.parents for a in allowed) and p != s.fake_log and not p.name.startswith("daemon-")}
+             if not any(a == p or a in p.parents for a in allowed) and p != s.fake_log
+             and not p.name.startswith("daemon-")}
     assert not stray, f"written outside the daemon's directories: {sorted(map(str, stray))[:20]}"
     log = s.daemon.log()
     assert "unexpected error serving" not in log and "failed unexpectedly" not in log, log[-4000:]
@@ -97,7 +99,8 @@ def odd_files(tmp_path_factory):
 
 
 BAD_PROMPT_FILES = {
-    "dir": "directory", "fifo": "FIFO", "link-to-fifo": "FIFO", "link-to-dir": "directory", "sock": "cannot open",  # open(2) of a Unix socket fails with ENXIO
+    "dir": "directory", "fifo": "FIFO", "link-to-fifo": "FIFO", "link-to-dir": "directory",
+    "sock": "cannot open",  # open(2) of a Unix socket fails with ENXIO
     "absent": "does not exist", "dangling": "does not exist", "loop": "cannot open", "/dev/null": "character device",
     "good.md/x": "cannot open", "relative.md": "absolute", "": "", "a\x00b": "NUL",
 }
@@ -119,7 +122,8 @@ def test_prompt_file_must_be_a_regular_file(subagent, odd_files, which):
 
 
 def test_symlink_to_a_regular_file_is_fine(subagent, odd_files):
-    result = subagent.call("start", {"name": "linked", "prompt_file": str(odd_files / "link-to-good"), "trigger": "hello"})
+    result = subagent.call("start",
+                           {"name": "linked", "prompt_file": str(odd_files / "link-to-good"), "trigger": "hello"})
     assert not result["isError"], result_text(result)
     wait_until(lambda: not subagent.call("status", {"name": "linked"})["structuredContent"].get("running"), 60,
                "the fake claude turn to end", interval=0.1)
@@ -129,7 +133,8 @@ def test_symlink_to_a_regular_file_is_fine(subagent, odd_files):
 
 TRICK_NAMES = ["../x", ".", "a/b", "x\x00y", "\u0430bc", "A", "a" * 64, "", "x\n", "-rf"]
 json_leaf = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10)
-json_value = st.recursive(json_leaf, lambda i: st.lists(i, max_size=3) | st.dictionaries(st.text(max_size=5), i, max_size=3), max_leaves=8)
+json_value = st.recursive(
+    json_leaf, lambda i: st.lists(i, max_size=3) | st.dictionaries(st.text(max_size=5), i, max_size=3), max_leaves=8)
 # The fake claude obeys "FAKE:" directives in its prompt (sleeps, grandchildren): keep them out of random text.
 texts = st.text(max_size=60).filter(lambda t: "FAKE" not in t)
 
@@ -157,7 +162,8 @@ def calls(draw, files: Path):
         "interrupt": {"name": names, "force": _mostly(st.booleans(), json_value)},
         "status": {"name": names},
     }[tool]
-    required = {"start": ("name", "prompt_file"), "continue": ("name", "prompt"), "interrupt": ("name",), "status": ()}[tool]
+    required = {"start": ("name", "prompt_file"), "continue": ("name", "prompt"), "interrupt": ("name",),
+                "status": ()}[tool]
     args = {k: draw(v) for k, v in fields.items() if draw(st.integers(0, 9)) < (9 if k in required else 3)}
     if draw(st.integers(0, 9)) == 0:
         args = draw(json_value) if draw(st.booleans()) else {**args, "extra": draw(json_value)}
@@ -189,7 +195,9 @@ def test_every_subagent_tool_answers_any_arguments_by_naming_the_field(subagent,
 def test_subagent_daemon_refuses_rebinding_before_any_claude(subagent, odd_files):
     """The shipped subagent daemon sits behind the same guard: a foreign Host or Origin starts nothing."""
     runs = subagent.claude_runs()
-    params = {"name": "start", "arguments": {"name": "rebind", "prompt_file": str(odd_files / "good.md")}, "_meta": META}
+    params = {"name": "start",
+              "arguments": {"name": "rebind", "prompt_file": str(odd_files / "good.md")}, "_meta": META}
     assert modern_call(subagent.daemon.url, "tools/call", params, {"Host": "127.0.0.1.nip.io"}).status == 421
-    assert modern_call(subagent.daemon.url, "tools/call", params, {"Origin": "http://localhost.evil.example"}).status == 403
+    assert modern_call(subagent.daemon.url, "tools/call", params,
+                       {"Origin": "http://localhost.evil.example"}).status == 403
     assert subagent.claude_runs() == runs
