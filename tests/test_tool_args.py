@@ -1,6 +1,7 @@
 """Each tool's arguments TypedDict (what its handler reads, checked by mypy) declares exactly the keys of the
 tool's input schema (what the registry validates a call against) and requires exactly the ones the schema
-requires, in both daemons: the two declarations sit side by side and must not drift apart.
+requires, in both daemons: the two declarations sit side by side and must not drift apart. And each tool's
+handler reads its own tool's TypedDict (mypy cannot see a handler bound to another tool's schema).
 
 The required keys are read from the annotations (`Required[...]`, `NotRequired[...]`, `total=`), not from
 `__required_keys__`: under `from __future__ import annotations` Python 3.11 files every key of a total=False
@@ -29,14 +30,19 @@ ARGS = {
 }
 
 
-def _schemas() -> dict[tuple[str, str], dict]:
-    """Every tool's input schema as its daemon serves it (registries built without an engine)."""
-    return {(daemon, tool.name): tool.input_schema
-            for daemon, module in (("bash", bash), ("subagent", subagent))
-            for tool in module.build_registry(None).tools()}
+TOOLS = {(daemon, tool.name): tool  # as each daemon serves them (registries built without an engine)
+         for daemon, module in (("bash", bash), ("subagent", subagent))
+         for tool in module.build_registry(None).tools()}
+SCHEMAS = {key: tool.input_schema for key, tool in TOOLS.items()}
 
 
-SCHEMAS = _schemas()
+def _handler_reads(tool) -> type:
+    """The `args` type of the function a daemon bound as the tool's handler (the engine and the function are
+    what its wrapper closes over)."""
+    bound = [cell.cell_contents for cell in tool.handler.__closure__ or ()
+             if callable(cell.cell_contents) and "args" in getattr(cell.cell_contents, "__annotations__", {})]
+    assert len(bound) == 1, f"{tool.name}: cannot find the function its handler wraps"
+    return get_type_hints(bound[0])["args"]
 
 
 def _keys(typed_dict: type) -> tuple[set[str], set[str]]:
@@ -48,8 +54,10 @@ def _keys(typed_dict: type) -> tuple[set[str], set[str]]:
     return set(hints), required
 
 
-def test_every_tool_has_its_arguments_typeddict():
+def test_every_tool_has_its_arguments_typeddict_and_its_handler_reads_that_one():
     assert set(ARGS) == set(SCHEMAS)
+    for key, tool in TOOLS.items():
+        assert _handler_reads(tool) is ARGS[key], f"{key}: the handler reads {_handler_reads(tool).__name__}"
 
 
 @pytest.mark.parametrize("daemon, tool", sorted(SCHEMAS), ids=[f"{d}.{t}" for d, t in sorted(SCHEMAS)])
