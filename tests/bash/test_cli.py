@@ -66,7 +66,8 @@ def test_run_wait_exits_with_the_tasks_code_and_json_is_exact(bash_daemon, tmp_p
 @pytest.mark.slow
 def test_background_run_tail_follow_list_and_kill(bash_daemon):
     d = bash_daemon()
-    code, out = hb(d, "run", "--name", "ticks", "for i in 1 2 3; do echo tick $i; echo e$i >&2; sleep 0.2; done; exit 3")
+    code, out = hb(d, "run", "--name", "ticks",
+                   "for i in 1 2 3; do echo tick $i; echo e$i >&2; sleep 0.2; done; exit 3")
     assert code == 0 and out.startswith("task started: id=ticks")
     code, out = hb(d, "tail", "-f", "ticks")
     assert code == 3 and out == "tick 1\ntick 2\ntick 3\n"
@@ -166,7 +167,8 @@ def test_official_python_client_sees_five_tools_and_text_results(bash_daemon):
 def test_operator_views_and_wait_never_clear_the_agents_todo(bash_daemon, sink, tmp_path):
     d = bash_daemon("--agent-socket", str(sink))
     hb(d, "run", "--name", "logs", "seq 1 3000; echo 'E: failed at 1500' >&2")
-    assert wait_until(lambda: any(t["key"] == "logs" and "status=done" in t["summary"] for t in sink_todos(sink, strict=False)))
+    assert wait_until(lambda: any(t["key"] == "logs" and "status=done" in t["summary"]
+                                  for t in sink_todos(sink, strict=False)))
     code, out = hb(d, "status", "logs", "--grep", "^150[0-9]$", "--context", "1")
     assert code == 0 and "stdout:1500: 1500" in out and "stdout:1499- 1499" in out
     code, out = hb(d, "status", "logs", "--from-line", "2999", "--max-lines", "5", "--stream", "stdout")
@@ -178,7 +180,8 @@ def test_operator_views_and_wait_never_clear_the_agents_todo(bash_daemon, sink, 
     gate = Gate(tmp_path)  # quick ends once the wait is under way
     hb(d, "run", "--name", "quick", f"{gate.wait}; exit 5")
     code, out = _with_gate_opened_mid_wait(gate, lambda: hb(d, "wait", "slow", "quick", "--timeout", "20"))
-    assert code == 5 and out.splitlines()[1].startswith("id=quick status=done exit_code=5") and "ended during this call: quick" in out
+    assert code == 5 and out.splitlines()[1].startswith("id=quick status=done exit_code=5")
+    assert "ended during this call: quick" in out
     hb(d, "kill", "--force", "slow")
     todos = {t["key"]: t for t in sink_todos(sink)}
     assert "status=done" in todos["logs"]["summary"] and "status=done" in todos["quick"]["summary"]

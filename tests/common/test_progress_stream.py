@@ -205,7 +205,8 @@ def test_notifications_cancelled_ends_a_call_without_a_stream(echo_daemon):
     """A JSON call (no token) in the handshake era, cancelled from another connection of its session."""
     session, _ = initialize(echo_daemon.url)
     before, waiting = len(_holds(echo_daemon.url)), _holding(echo_daemon.url)
-    body = {"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": {"name": "hold", "arguments": {"seconds": 20}}}
+    body = {"jsonrpc": "2.0", "id": 41, "method": "tools/call",
+            "params": {"name": "hold", "arguments": {"seconds": 20}}}
     parts = urlsplit(echo_daemon.url)
     sock = socket.create_connection((parts.hostname, parts.port), timeout=10)
     data = json.dumps(body).encode()
@@ -242,7 +243,8 @@ def test_a_cancel_from_another_session_does_not_touch_the_call(echo_daemon):
     """notifications/cancelled names a request id of its own session: another client cannot end this wait."""
     mine, theirs = initialize(echo_daemon.url)[0], initialize(echo_daemon.url)[0]
     before, waiting = len(_holds(echo_daemon.url)), _holding(echo_daemon.url)
-    body = {"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {"name": "hold", "arguments": {"seconds": 1.5}}}
+    body = {"jsonrpc": "2.0", "id": 77, "method": "tools/call",
+            "params": {"name": "hold", "arguments": {"seconds": 1.5}}}
     parts = urlsplit(echo_daemon.url)
     data = json.dumps(body).encode()
     with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:

@@ -16,7 +16,8 @@ from common.waiting import wait_for
 
 ECHO_SCHEMA = {
     "type": "object",
-    "properties": {"text": {"type": "string", "maxLength": 1000}, "times": {"type": "integer", "minimum": 1, "maximum": 5}},
+    "properties": {"text": {"type": "string", "maxLength": 1000},
+                   "times": {"type": "integer", "minimum": 1, "maximum": 5}},
     "required": ["text"],
     "additionalProperties": False,
 }
@@ -76,7 +77,8 @@ def hold(args, ctx):
                news=time.monotonic, message=lambda waited: f"held {waited:.1f} s")  # always news: one a second
     with held_changed:
         holding[0] -= 1
-        held_calls.append({"cancelled": ctx.cancel.fired, "gone": ctx.client_gone(), "held_s": time.monotonic() - start})
+        held_calls.append({"cancelled": ctx.cancel.fired, "gone": ctx.client_gone(),
+                           "held_s": time.monotonic() - start})
         held_changed.notify_all()
     return ToolResult(text=f"held cancelled={ctx.cancel.fired}", data={})
 
@@ -96,11 +98,13 @@ TOOLS = [
     Tool("echo", "Echo the text back, optionally repeated.", ECHO_SCHEMA, echo),
     Tool("refuse", "Always fails with an expected error.", EMPTY, refuse),
     Tool("crash", "Always raises an unexpected exception.", EMPTY, crash),
-    Tool("block", "Wait until unblock is called.", {"type": "object", "properties": {"seconds": {"type": "number", "minimum": 0}}, "additionalProperties": False}, block),
+    Tool("block", "Wait until unblock is called.",
+         {"type": "object", "properties": {"seconds": {"type": "number", "minimum": 0}}, "additionalProperties": False},
+         block),
     Tool("unblock", "Release a blocked call.", EMPTY, unblock),
     Tool("tick", "Report progress count times, gap seconds apart.", {"type": "object", "properties": {
-        "count": {"type": "integer", "minimum": 0, "maximum": 20}, "gap": {"type": "number", "minimum": 0, "maximum": 2}},
-        "additionalProperties": False}, tick),
+        "count": {"type": "integer", "minimum": 0, "maximum": 20},
+        "gap": {"type": "number", "minimum": 0, "maximum": 2}}, "additionalProperties": False}, tick),
     Tool("hold", "Wait until cancelled (or seconds), reporting progress.", {"type": "object", "properties": {
         "seconds": {"type": "number", "minimum": 0, "maximum": 30}}, "additionalProperties": False}, hold),
     Tool("holds", "The hold calls that ended.", {"type": "object", "properties": {

@@ -32,7 +32,8 @@ def test_kill_9_with_running_and_pending_tasks_then_restart(bash_factory, sink_f
     daemon = bash_factory("--max-running", "20")
     ids = [f"t{i:02d}" for i in range(40)]
     for task_id in ids:
-        daemon.call("run", cmd=f"echo out-{task_id}; echo err-{task_id} >&2; exec sleep 300", name=task_id, wait_seconds=0)
+        daemon.call("run", cmd=f"echo out-{task_id}; echo err-{task_id} >&2; exec sleep 300",
+                    name=task_id, wait_seconds=0)
     wait_until(lambda: len(daemon.tasks("running")) == 20, 60, "20 tasks running")
     running = [t["id"] for t in daemon.tasks("running")]
     pending = [t["id"] for t in daemon.tasks("pending")]
@@ -139,7 +140,8 @@ def test_output_flood_does_not_disturb_other_tasks(bash_factory):
     status of the flooding task returns only its tail (bounded by --tail-bytes) with the true size."""
     daemon = bash_factory("--tail-bytes", "4096")
     daemon.call("run", cmd="yes flood-line-of-output | head -c 400000000", name="flood", wait_seconds=0)
-    wait_until(lambda: daemon.call("status", id="flood")["stdout"]["size"] > 20_000_000, 60, "the flood to be under way")
+    wait_until(lambda: daemon.call("status", id="flood")["stdout"]["size"] > 20_000_000, 60,
+               "the flood to be under way")
     for i in range(10):
         status = daemon.call("run", cmd=f"printf 'quiet-{i}'", wait_seconds=20)
         assert status["status"] == "done" and status["stdout"]["tail"] == f"quiet-{i}"
@@ -190,7 +192,8 @@ def test_force_kill_ends_a_task_that_ignores_sigint_and_sigterm(bash_factory):
     daemon.call("run", cmd=cmd, name="stubborn", wait_seconds=0)
     marker = _marker(daemon, "stubborn")
     wait_until(lambda: len(task_processes({marker})) >= 2, 20, "the stubborn task and its escapee")
-    wait_until(lambda: "escaped" in (daemon.state_dir / "bash-tasks" / "stubborn.out").read_text(), 20, "the escapee to start")
+    wait_until(lambda: "escaped" in (daemon.state_dir / "bash-tasks" / "stubborn.out").read_text(), 20,
+               "the escapee to start")
     daemon.call("kill", id="stubborn")
     assert daemon.call("status", id="stubborn", wait_seconds=1.5)["status"] == "running", "SIGINT is ignored"
     kill = daemon.call("kill", id="stubborn", force=True)

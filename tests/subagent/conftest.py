@@ -44,7 +44,8 @@ def engine_factory(tmp_path: Path):
     def make(claude_bin: str, env: dict[str, str], ops: Any = None, **overrides: Any):
         workdir = tmp_path / "work"
         workdir.mkdir(exist_ok=True)
-        settings = SubagentSettings(claude_bin=claude_bin, workdir=workdir, state_dir=tmp_path / "state", kill_grace=2.0)
+        settings = SubagentSettings(claude_bin=claude_bin, workdir=workdir,
+                                    state_dir=tmp_path / "state", kill_grace=2.0)
         settings = replace(settings, **overrides)
         todos = TodoRecorder()
         engine = SubagentEngine(settings, todos, base_env=env, ops=ops)

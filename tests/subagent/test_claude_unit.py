@@ -13,15 +13,18 @@ from hivesubagent.claude import StreamState, classify
 
 def test_start_and_continue_command_lines():
     argv = claude.start_argv("claude", "job", "uuid-1", "/dev/fd/5", None)
-    assert argv == ["claude", "-p", "--name", "job", "--session-id", "uuid-1", "--append-system-prompt-file", "/dev/fd/5",
-                    "--dangerously-skip-permissions", "--strict-mcp-config", "--output-format", "stream-json", "--verbose"]
+    assert argv == ["claude", "-p", "--name", "job", "--session-id", "uuid-1",
+                    "--append-system-prompt-file", "/dev/fd/5",
+                    "--dangerously-skip-permissions", "--strict-mcp-config", "--output-format",
+                    "stream-json", "--verbose"]
     argv = claude.continue_argv("/bin/claude", "uuid-1", "opus")
     assert argv[:6] == ["/bin/claude", "-p", "--resume", "uuid-1", "--model", "opus"]
     assert "--dangerously-skip-permissions" in argv and "--strict-mcp-config" in argv and "--mcp-config" not in argv
 
 
 def test_extra_env():
-    assert claude.parse_extra_env(["IS_SANDBOX=1", "A_B=x=y", "EMPTY="]) == {"IS_SANDBOX": "1", "A_B": "x=y", "EMPTY": ""}
+    assert claude.parse_extra_env(["IS_SANDBOX=1", "A_B=x=y", "EMPTY="]) == {
+        "IS_SANDBOX": "1", "A_B": "x=y", "EMPTY": ""}
     for bad in ("NOEQUALS", "=v", "BAD-KEY=1", "A B=1"):
         with pytest.raises(ValueError, match="extra_env: .* is not KEY=VALUE"):
             claude.parse_extra_env([bad])
@@ -32,18 +35,23 @@ def test_extra_env():
 def test_stream_state_reads_init_text_and_result():
     s = StreamState()
     assert s.feed(b"\n") is None and s.feed(b"not json\n") is None and s.bad_lines == 1
-    assert s.feed(json.dumps({"type": "system", "subtype": "session_title_changed", "session_id": "x"}).encode()) is None
-    assert s.feed(json.dumps({"type": "system", "subtype": "init", "session_id": "sid", "model": "m"}).encode()) == "init"
+    assert s.feed(json.dumps({"type": "system", "subtype": "session_title_changed",
+                              "session_id": "x"}).encode()) is None
+    assert s.feed(json.dumps({"type": "system", "subtype": "init", "session_id": "sid",
+                              "model": "m"}).encode()) == "init"
     assert (s.init_seen, s.session_id, s.model) == (True, "sid", "m")
-    s.feed(json.dumps({"type": "assistant", "message": {"content": [{"type": "text", "text": "hello"}, {"type": "tool_use"}]}}).encode())
+    s.feed(json.dumps({"type": "assistant",
+                       "message": {"content": [{"type": "text", "text": "hello"}, {"type": "tool_use"}]}}).encode())
     assert s.last_text == "hello"
     assert s.feed(json.dumps({"type": "result", "subtype": "success", "result": "r" * 100_000}).encode()) == "result"
     assert len(s.result["result"]) == claude.RESULT_KEEP
 
 
 OK = {"type": "result", "subtype": "success", "is_error": False, "result": "done", "total_cost_usd": 0.5}
-API_ERROR = {"type": "result", "subtype": "success", "is_error": True, "api_error_status": 500, "result": "API Error: 500"}
-ABORTED = {"type": "result", "subtype": "error_during_execution", "is_error": True, "terminal_reason": "aborted_streaming"}
+API_ERROR = {"type": "result", "subtype": "success", "is_error": True, "api_error_status": 500,
+             "result": "API Error: 500"}
+ABORTED = {"type": "result", "subtype": "error_during_execution", "is_error": True,
+           "terminal_reason": "aborted_streaming"}
 
 
 @pytest.mark.parametrize(

@@ -25,14 +25,16 @@ BIN = Path(sys.executable).parent
 
 
 def run_cli(*args: str, env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "hive-subagent"), *args], env=env, input=stdin, capture_output=True, text=True, timeout=60)
+    return subprocess.run([str(BIN / "hive-subagent"), *args], env=env, input=stdin, capture_output=True,
+                          text=True, timeout=60)
 
 
 def wait_todo(sink: Path, daemon, summary_part: str, key: str = "job", seconds: float = 60.0) -> dict:
     """Until the sink holds todo `key` whose summary contains `summary_part` (polled: another process's state;
     each poll is a process start, so not too often). On timeout, the daemon's log says why."""
     def found():
-        return next((t for t in sink_todos(sink, strict=False) if t["key"] == key and summary_part in t["summary"]), None)
+        return next((t for t in sink_todos(sink, strict=False) if t["key"] == key and summary_part in t["summary"]),
+                    None)
 
     try:
         return wait_until(found, seconds, f"a {key!r} todo with {summary_part!r} at the sink", interval=0.2)
@@ -140,29 +142,41 @@ def test_log_and_list_read_transcripts_without_a_daemon(tmp_path):
     store.project_dir.mkdir(parents=True)
     entries = [
         {"type": "custom-title", "customTitle": "logged"},
-        {"type": "user", "message": {"role": "user", "content": "count files"}, "promptSource": "sdk", "timestamp": "2026-11-30T10:00:00Z"},
-        {"type": "assistant", "message": {"id": "a", "model": "m", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls | wc -l"}}], "stop_reason": "tool_use"}},
-        {"type": "user", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "42"}]}, "toolUseResult": {}},
-        {"type": "assistant", "message": {"id": "b", "model": "m", "content": [{"type": "text", "text": "There are 42."}], "stop_reason": "end_turn"}},
+        {"type": "user", "message": {"role": "user", "content": "count files"}, "promptSource": "sdk",
+         "timestamp": "2026-11-30T10:00:00Z"},
+        {"type": "assistant",
+         "message": {"id": "a", "model": "m",
+                     "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls | wc -l"}}],
+                     "stop_reason": "tool_use"}},
+        {"type": "user",
+         "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "42"}]},
+         "toolUseResult": {}},
+        {"type": "assistant",
+         "message": {"id": "b", "model": "m", "content": [{"type": "text", "text": "There are 42."}],
+                     "stop_reason": "end_turn"}},
         {"type": "cost-state", "totalCostUSD": 0.25},
         {"type": "user", "message": {"role": "user", "content": "and again"}, "promptSource": "sdk"},
-        {"type": "assistant", "isApiErrorMessage": True, "message": {"model": "<synthetic>", "content": [{"type": "text", "text": "API Error: 500"}]}},
+        {"type": "assistant", "isApiErrorMessage": True,
+         "message": {"model": "<synthetic>", "content": [{"type": "text", "text": "API Error: 500"}]}},
     ]
     (store.project_dir / "s1.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
     runner = CliRunner()
     env = {"HOME": str(home), "HIVE_SUBAGENT_WORKDIR": str(work)}
     result = runner.invoke(cli_main, ["log", "logged"], env=env)
     assert result.exit_code == 0, result.output
-    assert "=== turn 1 (2026-11-30T10:00:00Z) ===\n> count files\n-> Bash({\"command\": \"ls | wc -l\"})\n<- 42\nThere are 42." in result.output
+    assert ("=== turn 1 (2026-11-30T10:00:00Z) ===\n> count files\n-> Bash({\"command\": \"ls | wc -l\"})\n<- 42\n"
+            "There are 42.") in result.output
     assert "=== turn 2 ===\n> and again\n!! error: API Error: 500" in result.output
     data = json.loads(runner.invoke(cli_main, ["log", "logged", "--json", "--last", "1"], env=env).output)
     assert [t["number"] for t in data["turns"]] == [2]
     listed = json.loads(runner.invoke(cli_main, ["list", "--json"], env=env).output)
-    assert [(s["name"], s["turns"], s["last_outcome"], s["total_cost_usd"]) for s in listed["sessions"]] == [("logged", 2, "error", 0.25)]
+    assert [(s["name"], s["turns"], s["last_outcome"], s["total_cost_usd"])
+            for s in listed["sessions"]] == [("logged", 2, "error", 0.25)]
     state = tmp_path / "state"
     state.mkdir()
     where.write_record(state, work, {"HOME": str(home)})
-    found = runner.invoke(cli_main, ["log", "logged", "--last", "1"], env={"HOME": "/nonexistent", "HIVE_SUBAGENT_STATE_DIR": str(state)})
+    found = runner.invoke(cli_main, ["log", "logged", "--last", "1"],
+                          env={"HOME": "/nonexistent", "HIVE_SUBAGENT_STATE_DIR": str(state)})
     assert found.exit_code == 0 and "=== turn 2 ===" in found.output, found.output
     absent = runner.invoke(cli_main, ["list", "--state-dir", str(tmp_path)], env={"HOME": str(home)})
     assert absent.exit_code == 0 and "no daemon record in" in absent.output and "sessions=0" in absent.output
@@ -176,20 +190,24 @@ def test_log_and_list_read_transcripts_without_a_daemon(tmp_path):
 @pytest.mark.slow
 def test_daemon_refuses_bad_settings(tmp_path):
     env = dict(os.environ)
-    missing_bin = subprocess.run([str(BIN / "hive-subagent-daemon"), "--claude-bin", str(tmp_path / "nope"), "--workdir", str(tmp_path),
-                                  "--state-dir", str(tmp_path / "s"), "--port", "0"], env=env, capture_output=True, text=True, timeout=30)
+    missing_bin = subprocess.run([str(BIN / "hive-subagent-daemon"), "--claude-bin", str(tmp_path / "nope"),
+                                  "--workdir", str(tmp_path), "--state-dir", str(tmp_path / "s"), "--port", "0"],
+                                 env=env, capture_output=True, text=True, timeout=30)
     assert missing_bin.returncode == 1 and "--claude-bin" in missing_bin.stderr
-    bad_dir = subprocess.run([str(BIN / "hive-subagent-daemon"), "--workdir", str(tmp_path / "absent"), "--state-dir", str(tmp_path / "s"),
-                              "--port", "0"], env=env, capture_output=True, text=True, timeout=30)
+    bad_dir = subprocess.run([str(BIN / "hive-subagent-daemon"), "--workdir", str(tmp_path / "absent"), "--state-dir",
+                              str(tmp_path / "s"), "--port", "0"], env=env, capture_output=True, text=True, timeout=30)
     assert bad_dir.returncode == 1 and "workdir" in bad_dir.stderr and "Traceback" not in bad_dir.stderr
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("flag, value, message", [("--max-running", "0", "at least 1"), ("--turn-timeout", "-1", ">= 0"), ("--max-turns", "-1", "x>=0"),
-                                                  ("--kill-grace", "-1", ">= 0"), ("--log-level", "loud", "is not one of 'debug'")])
+@pytest.mark.parametrize("flag, value, message", [("--max-running", "0", "at least 1"),
+                                                  ("--turn-timeout", "-1", ">= 0"), ("--max-turns", "-1", "x>=0"),
+                                                  ("--kill-grace", "-1", ">= 0"),
+                                                  ("--log-level", "loud", "is not one of 'debug'")])
 def test_daemon_refuses_knobs_that_cannot_work(tmp_path, flag, value, message):
     out = subprocess.run([str(BIN / "hive-subagent-daemon"), "--claude-bin", sys.executable, "--workdir", str(tmp_path),
-                          "--state-dir", str(tmp_path / "s"), "--port", "0", flag, value], capture_output=True, text=True, timeout=30)
+                          "--state-dir", str(tmp_path / "s"), "--port", "0", flag, value], capture_output=True,
+                         text=True, timeout=30)
     assert out.returncode == 2 and flag in out.stderr and message in out.stderr, out.stderr
 
 

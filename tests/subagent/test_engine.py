@@ -110,7 +110,8 @@ def test_refusals_while_running_and_max_running(engine_factory, fake_claude_bin,
         engine.start("one", str(prompt_file))
     with pytest.raises(SubagentError, match="refused: 'one' is running"):
         engine.continue_("one", "more")
-    with pytest.raises(SubagentError, match=r"^result_offset: 'one' is running turn 1; its result can be read once it ends"):
+    with pytest.raises(SubagentError,
+                       match=r"^result_offset: 'one' is running turn 1; its result can be read once it ends"):
         engine.status("one", result_offset=0)
     with pytest.raises(SubagentError, match=r"^result_offset: needs name"):
         engine.status(None, result_offset=0)
@@ -121,7 +122,8 @@ def test_refusals_while_running_and_max_running(engine_factory, fake_claude_bin,
     assert engine.status()["running"] == 2
 
 
-def test_soft_interrupt_escalates_to_sigkill_when_sigint_is_ignored(engine_factory, fake_claude_bin, fake_env, prompt_file):
+def test_soft_interrupt_escalates_to_sigkill_when_sigint_is_ignored(engine_factory, fake_claude_bin,
+                                                                    fake_env, prompt_file):
     engine, todos = engine_factory(fake_claude_bin, fake_env, kill_grace=0.5)
     engine.start("stubborn", str(prompt_file), trigger="FAKE:ignore-int FAKE:sleep=60")
     wait_running_in_fake(engine, "stubborn")
@@ -149,7 +151,8 @@ def test_soft_interrupt_records_interrupted(engine_factory, fake_claude_bin, fak
 
 
 @pytest.mark.slow
-def test_forced_interrupt_kills_tool_processes_outside_the_group(engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path):
+def test_forced_interrupt_kills_tool_processes_outside_the_group(engine_factory, fake_claude_bin, fake_env,
+                                                                 prompt_file, tmp_path):
     """claude's Bash tool runs commands in a session of their own; killpg alone would orphan them."""
     engine, todos = engine_factory(fake_claude_bin, fake_env)
     pidfile = tmp_path / "grandchild.pid"
@@ -188,7 +191,8 @@ def test_the_daemons_turn_timeout_is_the_default_time_limit(engine_factory, fake
         ("FAKE:error", "error", "API error 500"),
     ],
 )
-def test_outcomes_without_a_clean_result(engine_factory, fake_claude_bin, fake_env, prompt_file, trigger, outcome, detail):
+def test_outcomes_without_a_clean_result(engine_factory, fake_claude_bin, fake_env, prompt_file, trigger,
+                                         outcome, detail):
     engine, todos = engine_factory(fake_claude_bin, fake_env)
     engine.start("odd", str(prompt_file), trigger=trigger)
     todo = todos.wait_upserts("odd")[0]
@@ -209,9 +213,11 @@ def test_continue_of_unknown_name_and_interrupt_of_idle_name(engine_factory, fak
 
 
 @pytest.mark.parametrize("bad", ["Bad", "", "a" * 64, "with space", "x\n", "../etc", "a_b"])
-def test_bad_names_are_refused_before_anything_runs(engine_factory, fake_claude_bin, fake_env, prompt_file, bad, tmp_path):
+def test_bad_names_are_refused_before_anything_runs(engine_factory, fake_claude_bin, fake_env,
+                                                    prompt_file, bad, tmp_path):
     engine, todos = engine_factory(fake_claude_bin, fake_env)
-    for call in (lambda: engine.start(bad, str(prompt_file)), lambda: engine.continue_(bad, "x"), lambda: engine.interrupt(bad), lambda: engine.status(bad)):
+    for call in (lambda: engine.start(bad, str(prompt_file)), lambda: engine.continue_(bad, "x"),
+                 lambda: engine.interrupt(bad), lambda: engine.status(bad)):
         with pytest.raises(SubagentError, match=r"^name: .*\[a-z0-9-\]\{1,63\}"):
             call()
     assert fake_log(tmp_path) == []
@@ -294,7 +300,8 @@ def test_a_start_whose_turn_ends_before_its_answer_still_lists_what_it_archived(
 
 
 def test_a_claude_this_daemon_did_not_start_blocks_the_session(engine_factory, fake_claude_bin, fake_env, prompt_file):
-    """Claude's own registry (<config>/sessions/<pid>.json) names a live pid: two writers must not share a transcript."""
+    """Claude's own registry (<config>/sessions/<pid>.json) names a live pid: two writers must not share a
+    transcript."""
     engine, todos = engine_factory(fake_claude_bin, fake_env)
     first = engine.start("shared", str(prompt_file), trigger="first")
     todos.wait_upserts("shared")
@@ -315,7 +322,8 @@ def test_a_claude_this_daemon_did_not_start_blocks_the_session(engine_factory, f
     from hivesubagent.tools import build_registry
 
     waited = build_registry(engine).call("status", {"name": "shared", "wait_seconds": 30})
-    assert waited.text.splitlines()[-1].endswith("run by another claude process, not this daemon: this daemon cannot wait for it")
+    assert waited.text.splitlines()[-1].endswith("run by another claude process, not this daemon: "
+                                                 "this daemon cannot wait for it")
     assert waited.data["wait"]["waited"] < 1
     with pytest.raises(SubagentError, match="running in another claude process"):
         engine.start("shared", str(prompt_file))
@@ -325,7 +333,8 @@ def test_a_claude_this_daemon_did_not_start_blocks_the_session(engine_factory, f
     assert todos.wait_upserts("shared", 2)[1]["data"]["outcome"]["outcome"] == "completed"
 
 
-def test_shutdown_interrupts_every_running_turn_and_refuses_new_ones(engine_factory, fake_claude_bin, fake_env, prompt_file):
+def test_shutdown_interrupts_every_running_turn_and_refuses_new_ones(engine_factory, fake_claude_bin,
+                                                                     fake_env, prompt_file):
     engine, todos = engine_factory(fake_claude_bin, fake_env, kill_grace=0.5)
     engine.start("s1", str(prompt_file), trigger="FAKE:sleep=60")
     engine.start("s2", str(prompt_file), trigger="FAKE:ignore-int FAKE:sleep=60")
@@ -373,7 +382,8 @@ def test_parallel_starts_of_one_name_run_once(engine_factory, fake_claude_bin, f
     assert engine.running_view("race")["state"] in (T.RUNNING, T.STOPPING)
 
 
-def test_a_leftover_holding_stdout_does_not_hold_the_turn(engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path, monkeypatch):
+def test_a_leftover_holding_stdout_does_not_hold_the_turn(engine_factory, fake_claude_bin, fake_env, prompt_file,
+                                                          tmp_path, monkeypatch):
     """Turn completion follows the process exit, not the pipe's EOF: a process that left claude's group may
     keep stdout open for as long as it lives."""
     import hivesubagent.runner as runner_module
@@ -392,7 +402,8 @@ def test_a_leftover_holding_stdout_does_not_hold_the_turn(engine_factory, fake_c
             psutil.Process(int(pidfile.read_text())).kill()
 
 
-def test_a_start_that_cannot_spawn_puts_the_archive_back(engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path):
+def test_a_start_that_cannot_spawn_puts_the_archive_back(engine_factory, fake_claude_bin, fake_env,
+                                                         prompt_file, tmp_path):
     engine, todos = engine_factory(fake_claude_bin, fake_env)
     first = engine.start("kept", str(prompt_file), trigger="first")
     todos.wait_upserts("kept")

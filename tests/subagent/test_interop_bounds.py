@@ -14,7 +14,8 @@ pytestmark = pytest.mark.interop
 TOOL = 'MOCK:tool=Bash {"command": "echo bounded-tool-ran"}'
 
 
-def test_max_turns_stops_the_turn_after_its_last_calls_tools(engine_factory, claude_bin, real_env, prompt_file, mock_api):
+def test_max_turns_stops_the_turn_after_its_last_calls_tools(engine_factory, claude_bin, real_env,
+                                                             prompt_file, mock_api):
     engine, todos = engine_factory(claude_bin, real_env)
     tools = build_registry(engine)
     started = tools.call("start", {"name": "capped", "prompt_file": str(prompt_file), "trigger": f"capped-1\n{TOOL}",
@@ -41,22 +42,26 @@ def test_a_turn_past_its_time_ends_timed_out(engine_factory, claude_bin, real_en
     # the knob in seconds (the default of every turn), and a turn's own timeout_minutes beside it
     engine, todos = engine_factory(claude_bin, real_env, turn_timeout=2.0)
     tools = build_registry(engine)
-    by_knob = tools.call("start", {"name": "slow-knob", "prompt_file": str(prompt_file), "trigger": "knob-1 MOCK:hold=knob"})
+    by_knob = tools.call("start",
+                         {"name": "slow-knob", "prompt_file": str(prompt_file), "trigger": "knob-1 MOCK:hold=knob"})
     own = tools.call("start", {"name": "slow-own", "prompt_file": str(prompt_file), "trigger": "own-1 MOCK:hold=own",
                                "timeout_minutes": 0.04})
-    assert "timeout_minutes=0.033" in by_knob.text.splitlines()[0] and "timeout_minutes=0.04" in own.text.splitlines()[0]
+    assert "timeout_minutes=0.033" in by_knob.text.splitlines()[0]
+    assert "timeout_minutes=0.04" in own.text.splitlines()[0]
     for name, minutes in (("slow-knob", "0.033"), ("slow-own", "0.04")):
         todo = todos.wait_upserts(name, seconds=60)[0]
         outcome = todo["data"]["outcome"]
         assert outcome["outcome"] == "timed_out", outcome
-        assert outcome["detail"].startswith(f"reached its time limit ({minutes} min): stopped by SIGINT (timeout_minutes={minutes})")
+        assert outcome["detail"].startswith(f"reached its time limit ({minutes} min): stopped by SIGINT "
+                                            f"(timeout_minutes={minutes})")
         assert f"timeout_minutes={minutes}" in todo["body"].splitlines()[0]
         assert engine.status(name)["last_turn"]["outcome"] == "timed_out"
     mock_api.release("knob")
     mock_api.release("own")
 
 
-def test_a_claude_whose_api_stops_answering_is_shown_stalled(engine_factory, claude_bin, real_env, prompt_file, mock_api):
+def test_a_claude_whose_api_stops_answering_is_shown_stalled(engine_factory, claude_bin, real_env,
+                                                             prompt_file, mock_api):
     # 0.03 min = 1.8 s of silence; the mock holds the reply (after message_start: claude writes no event)
     engine, todos = engine_factory(claude_bin, real_env, stall_minutes=0.03)
     tools = build_registry(engine)
@@ -72,7 +77,8 @@ def test_a_claude_whose_api_stops_answering_is_shown_stalled(engine_factory, cla
     assert "stalled=true" in tools.call("status", {}).text
     mock_api.release("quiet")
     done = todos.wait_upserts("quiet", 2)[1]
-    assert done["data"]["outcome"]["outcome"] == "completed" and done["data"]["outcome"]["result_text"] == "spoke at last"
+    assert done["data"]["outcome"]["outcome"] == "completed"
+    assert done["data"]["outcome"]["result_text"] == "spoke at last"
     # the stall's todo went when claude wrote again; the outcome replaced it
     assert [c[0] for c in todos.for_key("quiet")] == ["clear", "upsert", "clear", "upsert"]
 
@@ -83,5 +89,6 @@ def test_a_stall_interrupts_only_when_the_knob_says_so(engine_factory, claude_bi
     calls = todos.wait_upserts("hung", 2, seconds=60)
     assert "the daemon interrupts it (--stall-action interrupt)" in calls[0]["body"]
     outcome = calls[1]["data"]["outcome"]
-    assert outcome["outcome"] == "interrupted" and "stalled: no event from claude for" in calls[1]["data"]["signals"]["SIGINT"]
+    assert outcome["outcome"] == "interrupted"
+    assert "stalled: no event from claude for" in calls[1]["data"]["signals"]["SIGINT"]
     mock_api.release("hung")

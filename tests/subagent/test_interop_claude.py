@@ -38,7 +38,8 @@ def requests_with(mock_api, marker: str) -> list[dict]:
 def test_lifecycle_start_status_todo_continue_refusal(engine_factory, claude_bin, real_env, prompt_file, mock_api):
     engine, todos = engine_factory(claude_bin, real_env)
     tools = build_registry(engine)
-    started = tools.call("start", {"name": "life", "prompt_file": str(prompt_file), "trigger": "life-1 MOCK:sleep=2\nMOCK:reply=first answer"})
+    started = tools.call("start", {"name": "life", "prompt_file": str(prompt_file),
+                                   "trigger": "life-1 MOCK:sleep=2\nMOCK:reply=first answer"})
     assert not started.is_error, started.text
     first_line = started.text.splitlines()[0]
     assert first_line.startswith("state=running name=life session_id=") and f"pid={started.data['pid']}" in first_line
@@ -62,10 +63,12 @@ def test_lifecycle_start_status_todo_continue_refusal(engine_factory, claude_bin
     first = requests_with(mock_api, "life-1")[0]
     assert "PROMPT-FILE-MARKER" in json.dumps(first["system"])  # --append-system-prompt-file reached claude
     transcript = Path(started.data["transcript"])
-    titles = [json.loads(line).get("customTitle") for line in transcript.read_text().splitlines() if '"custom-title"' in line]
+    titles = [json.loads(line).get("customTitle") for line in transcript.read_text().splitlines()
+              if '"custom-title"' in line]
     assert titles and set(titles) == {"life"}
 
-    cont = tools.call("continue", {"name": "life", "prompt": "life-2 MOCK:reply=second answer", "model": "claude-haiku-4-5"})
+    cont = tools.call("continue",
+                      {"name": "life", "prompt": "life-2 MOCK:reply=second answer", "model": "claude-haiku-4-5"})
     assert not cont.is_error and cont.data["session_id"] == session_id and cont.data["turn"] == 2
     second = todos.wait_upserts("life", 2)[1]["data"]
     assert second["outcome"]["outcome"] == "completed" and second["outcome"]["result_text"] == "second answer"
@@ -74,7 +77,8 @@ def test_lifecycle_start_status_todo_continue_refusal(engine_factory, claude_bin
     # continue keeps start's prompt_file instructions: claude's system-prompt snapshot carries them on resume
     assert "PROMPT-FILE-MARKER" in json.dumps(second_request["system"])
     assert "model=claude-haiku-4-5" in cont.text.splitlines()[0]  # known: asked for, so reported
-    assert second["outcome"]["total_cost_usd"] == pytest.approx(outcome["total_cost_usd"] + second["outcome"]["cost_usd"])
+    assert second["outcome"]["total_cost_usd"] == pytest.approx(outcome["total_cost_usd"]
+                                                                + second["outcome"]["cost_usd"])
 
     # what claude 2.1.328 sent (mock_messages_api's docstring): nothing but streamed POST /v1/messages?beta=true
     assert {(r.method, r.path) for r in mock_api.requests} == {("POST", "/v1/messages?beta=true")}
@@ -131,7 +135,8 @@ def test_interrupts_soft_and_forced_two_sessions_at_once(engine_factory, claude_
     assert engine.status("soft")["turns"] == 2
 
 
-def test_restart_of_a_name_archives_and_api_errors_are_errors(engine_factory, claude_bin, real_env, prompt_file, mock_api):
+def test_restart_of_a_name_archives_and_api_errors_are_errors(engine_factory, claude_bin, real_env,
+                                                              prompt_file, mock_api):
     engine, todos = engine_factory(claude_bin, real_env)
     old = engine.start("arch", str(prompt_file), trigger="MOCK:reply=old one")
     failing = engine.start("fails", str(prompt_file), trigger="fails-1 MOCK:fail=500")

@@ -24,7 +24,8 @@ SKILL_DIR = Path(__file__).resolve().parents[2] / "hivesubagent" / "skills" / "c
 ANSWER_LIMIT = 8192  # bytes: every answer the model reads stays under it
 
 
-def test_a_50000_character_result_is_read_whole_through_pages(engine_factory, claude_bin, real_env, prompt_file, tmp_path):
+def test_a_50000_character_result_is_read_whole_through_pages(engine_factory, claude_bin, real_env,
+                                                              prompt_file, tmp_path):
     engine, todos = engine_factory(claude_bin, real_env)
     tools = build_registry(engine)
     engine.start("long", str(prompt_file), trigger="long-1 MOCK:long=50000")
@@ -57,7 +58,8 @@ def test_a_50000_character_result_is_read_whole_through_pages(engine_factory, cl
     assert past.is_error and "result_offset: 50001 is past the end (the result has 50000 characters)" in past.text
     # A restarted daemon (a new engine, nothing in memory) reads the same text from claude's transcript.
     engine.shutdown()
-    saved = (tmp_path / "state" / index_file.FILE_NAME).read_text()  # the index kept for the restart: no text of claude's
+    # The index kept for the restart: no text of claude's.
+    saved = (tmp_path / "state" / index_file.FILE_NAME).read_text()
     assert '"name":"long"' in saved and "line 000001" not in saved and "long-1" not in saved
     restarted, _ = engine_factory(claude_bin, real_env)
     assert read_all(build_registry(restarted))[0] == expected
@@ -66,7 +68,8 @@ def test_a_50000_character_result_is_read_whole_through_pages(engine_factory, cl
 def test_progress_shows_mid_turn_while_a_tool_call_is_held(engine_factory, claude_bin, real_env, prompt_file, mock_api):
     engine, todos = engine_factory(claude_bin, real_env)
     tools = build_registry(engine)
-    engine.start("prog", str(prompt_file), trigger='prog-1 MOCK:hold=prog\nMOCK:tool=Bash {"command": "echo progress-marker"}')
+    engine.start("prog", str(prompt_file),
+                 trigger='prog-1 MOCK:hold=prog\nMOCK:tool=Bash {"command": "echo progress-marker"}')
 
     def progress():
         return (engine.running_view("prog") or {}).get("progress")
@@ -92,7 +95,8 @@ def test_a_budget_stop_is_its_own_outcome(engine_factory, claude_bin, real_env, 
     # The daemon's default budget (the knob) applies when a start passes none.
     engine, todos = engine_factory(claude_bin, real_env, max_budget_usd=0.01)
     tools = build_registry(engine)
-    started = tools.call("start", {"name": "spend", "prompt_file": str(prompt_file), "trigger": "spend-1 MOCK:cost=100000\nMOCK:reply=spent it all"})
+    started = tools.call("start", {"name": "spend", "prompt_file": str(prompt_file),
+                                   "trigger": "spend-1 MOCK:cost=100000\nMOCK:reply=spent it all"})
     assert "max_budget_usd=0.01" in started.text.splitlines()[0]
     todo = todos.wait_upserts("spend")[0]
     outcome = todo["data"]["outcome"]
@@ -143,13 +147,15 @@ def test_a_failed_start_puts_the_archived_session_back(engine_factory, claude_bi
     assert todos.wait_upserts("keep", 2)[1]["data"]["outcome"]["result_text"] == "still here"
 
 
-def test_the_skill_reaches_claude_when_installed_as_documented(engine_factory, claude_bin, real_env, prompt_file, mock_api):
+def test_the_skill_reaches_claude_when_installed_as_documented(engine_factory, claude_bin, real_env,
+                                                               prompt_file, mock_api):
     """docs/operations.md: copy hivesubagent/skills/claude-subagents to ~/.claude/skills/ of the agent's user."""
     skills = Path(real_env["HOME"]) / ".claude" / "skills"
     skills.mkdir(parents=True)
     shutil.copytree(SKILL_DIR, skills / "claude-subagents")
     front = (SKILL_DIR / "SKILL.md").read_text().split("---")[1]
-    description = next(line for line in front.splitlines() if line.startswith("description: ")).removeprefix("description: ")
+    description = next(line for line in front.splitlines()
+                       if line.startswith("description: ")).removeprefix("description: ")
     assert "name: claude-subagents" in front and len(description) <= 1024
     engine, todos = engine_factory(claude_bin, real_env)
     engine.start("skilled", str(prompt_file), trigger="skill-1 MOCK:reply=ok")

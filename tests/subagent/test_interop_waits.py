@@ -75,7 +75,8 @@ def test_a_wait_on_two_ends_when_the_first_ends(engine_factory, claude_bin, real
     assert second.data["wait"]["ended"] == ["wa"] and "none is running now" in second.text
 
 
-def test_all_waits_for_every_one_and_one_name_waits_for_its_end(engine_factory, claude_bin, real_env, prompt_file, mock_api):
+def test_all_waits_for_every_one_and_one_name_waits_for_its_end(engine_factory, claude_bin, real_env,
+                                                                prompt_file, mock_api):
     engine, todos = engine_factory(claude_bin, real_env)
     tools = build_registry(engine)
     held_turns(engine, mock_api, prompt_file, "xa", "xb")
@@ -92,7 +93,8 @@ def test_all_waits_for_every_one_and_one_name_waits_for_its_end(engine_factory, 
     assert result.text.splitlines()[0].startswith("sessions=2 running=0 ")
     one = single.answer()
     assert one.data["running"] is False and one.data["last_turn"]["result_text"] == "xb done"
-    assert one.text.splitlines()[-1].endswith("the turn ended during the wait (" + f"{one.data['wait']['waited']:.1f}s)")
+    assert one.text.splitlines()[-1].endswith("the turn ended during the wait ("
+                                              + f"{one.data['wait']['waited']:.1f}s)")
     # a short wait on a session that is not running answers at once and says so
     idle = tools.call("status", {"name": "xa", "wait_seconds": 5})
     assert idle.text.splitlines()[-1].endswith("not running: nothing to wait for") and idle.data["wait"]["waited"] < 5
@@ -125,17 +127,20 @@ class Reports:
         self.messages.append(message)
 
 
-def test_a_wait_reports_the_turns_progress_and_a_cancel_ends_it(engine_factory, claude_bin, real_env, prompt_file, mock_api):
+def test_a_wait_reports_the_turns_progress_and_a_cancel_ends_it(engine_factory, claude_bin, real_env,
+                                                                prompt_file, mock_api):
     from common.call_progress import Cancellation
 
     engine, _ = engine_factory(claude_bin, real_env)
     engine.start("pw", str(prompt_file), trigger='pw-1 MOCK:hold=pw\nMOCK:tool=Bash {"command": "echo waited-on"}')
     reports, cancel, answer = Reports(), Cancellation(), {}
-    waiter = threading.Thread(target=lambda: answer.update(engine.wait_status(["pw"], 30, progress=reports, cancel=cancel)),
+    waiter = threading.Thread(target=lambda: answer.update(engine.wait_status(["pw"], 30, progress=reports,
+                                                                              cancel=cancel)),
                               daemon=True)
     waiter.start()
     # the wait's own reports: nothing notifies the test of them, so poll
-    wait_until(lambda: any("pw: " in m and "Bash" in m for m in reports.messages), 30, "a progress report naming the Bash call")
+    wait_until(lambda: any("pw: " in m and "Bash" in m for m in reports.messages), 30,
+               "a progress report naming the Bash call")
     assert all(len(m) < 200 and m.startswith("waited ") for m in reports.messages), reports.messages
     cancel.fire()
     waiter.join(5)

@@ -20,7 +20,8 @@ def tool(name: str, **arguments) -> str:
     return f"MOCK:tool={name} {json.dumps(arguments)}"
 
 
-def test_the_outcome_lists_the_files_written_and_the_commands_run(engine_factory, claude_bin, real_env, prompt_file, tmp_path):
+def test_the_outcome_lists_the_files_written_and_the_commands_run(engine_factory, claude_bin, real_env,
+                                                                  prompt_file, tmp_path):
     engine, todos = engine_factory(claude_bin, real_env)
     tools = build_registry(engine)
     work = engine.workdir
@@ -50,7 +51,8 @@ def test_the_outcome_lists_the_files_written_and_the_commands_run(engine_factory
     engine2 = restarted
     engine2.continue_("worker", "worker-2 " + tool("Bash", command="echo only-this"))
     second = _.wait_upserts("worker")[0]["data"]["outcome"]["work"]
-    assert second["commands_run"] == 1 and second["files_changed"] == 0 and second["last_commands"] == ["echo only-this"]
+    assert second["commands_run"] == 1 and second["files_changed"] == 0
+    assert second["last_commands"] == ["echo only-this"]
 
 
 def test_steps_page_the_turn_as_the_log_shows_it(engine_factory, claude_bin, real_env, prompt_file):
@@ -62,13 +64,15 @@ def test_steps_page_the_turn_as_the_log_shows_it(engine_factory, claude_bin, rea
     todos.wait_upserts("stepper")
     pages, offset, answer = [], 0, None
     while offset is not None:
-        answer = tools.call("status", {"name": "stepper", "steps": True, **({"steps_offset": offset} if offset else {})})
+        answer = tools.call("status",
+                            {"name": "stepper", "steps": True, **({"steps_offset": offset} if offset else {})})
         assert not answer.is_error and len(answer.text.encode()) < ANSWER_LIMIT, answer.text[:300]
         got = answer.data["steps_page"]
         pages.append(got["text"])
         offset = got["next_offset"]
         if offset is not None:
-            assert answer.text.splitlines()[-1].endswith(f'status(name="stepper", steps=true, steps_offset={offset}) reads on')
+            assert answer.text.splitlines()[-1].endswith('status(name="stepper", steps=true, '
+                                                         f'steps_offset={offset}) reads on')
     assert answer.text.endswith("(end of the steps)") and len(pages) >= 2
     transcript = Path(answer.data["transcript"])
     assert "".join(pages) == render(read_turns(transcript)[-1:])  # what hive-subagent log shows of the turn

@@ -52,7 +52,8 @@ KILLS = [
 ]
 
 
-@pytest.mark.parametrize("ignores,force,signals,outcome,tool_stopped", [k[1:] for k in KILLS], ids=[k[0] for k in KILLS])
+@pytest.mark.parametrize("ignores,force,signals,outcome,tool_stopped",
+                         [k[1:] for k in KILLS], ids=[k[0] for k in KILLS])
 def test_interrupt_a_running_turn(turn, ops, ignores, force, signals, outcome, tool_stopped):
     engine, todos, pid = turn
     ops.ignore = ignores
@@ -71,7 +72,8 @@ def test_a_turn_that_ends_by_itself_gets_only_the_sweep(turn, ops):
     ops.say(pid, RESULT)
     ops.exit(pid, 0)
     assert ops.wait_for_call(lambda c: c[0] == "reap") == ("reap", pid)
-    upsert = wait_until(lambda: next((c for c in todos.calls if c[0] == "upsert" and c[1] == "t"), None), 10, "its todo")
+    upsert = wait_until(lambda: next((c for c in todos.calls if c[0] == "upsert" and c[1] == "t"), None), 10,
+                        "its todo")
     assert "completed" in upsert[2], upsert
     assert group_signals(ops, pid) == [KILL] and ops.ops("tree") == []
 
@@ -109,7 +111,8 @@ def test_an_interrupt_with_every_wait_slot_taken_answers_at_once_saying_what_was
     assert " wait_skipped=busy" in text.splitlines()[0] and not answer.is_error, text
     assert ("signals sent: SIGINT (interrupt); the turn is still running: this call did not wait for its end: every "
             "inline-wait slot is taken by other calls.") in text, text
-    assert 'SIGKILL follows if it is still running 0.3s after the SIGINT; interrupt(name="t", force=true) sends it now.' in text
+    assert ('SIGKILL follows if it is still running 0.3s after the SIGINT; '
+            'interrupt(name="t", force=true) sends it now.') in text
     assert 'status(name="t", wait_seconds=30) waits for' in text and "do not retry at once" in text, text
     assert len(text.encode()) < 8192 and group_signals(ops, pid)[0] == INT
     assert ops.wait_for_call(lambda c: c[0] == "reap") == ("reap", pid)  # the SIGKILL that was due came
@@ -129,6 +132,7 @@ def test_an_interrupt_whose_turn_outlives_the_wait_says_how_long_it_waited(turn,
     exits(pid, KILL)  # now it dies, for the teardown
     text = answer.text
     assert answer.data["wait"]["skipped"] is False and answer.data["wait"]["kill_grace"] is None, answer.data
-    assert "signals sent: SIGKILL (interrupt(force=true)); the turn is still running: it had not ended after waiting 0." in text
+    assert ("signals sent: SIGKILL (interrupt(force=true)); "
+            "the turn is still running: it had not ended after waiting 0.") in text
     assert "SIGKILL follows" not in text and "wait_skipped" not in text, text
     assert 'status(name="t", wait_seconds=30) waits for its outcome.' in text or "waits for it." in text, text

@@ -54,7 +54,8 @@ async def _watch_then_cancel(url: str, prompt_file: str, mode: str, key: str):
 
 
 @pytest.mark.parametrize("mode,key", [("2026-07-28", "progmodern"), ("legacy", "proglegacy")])
-def test_a_status_wait_streams_the_turns_progress_and_a_cancel_ends_it(subagent_daemon, prompt_file, mock_api, mode, key):
+def test_a_status_wait_streams_the_turns_progress_and_a_cancel_ends_it(subagent_daemon, prompt_file,
+                                                                       mock_api, mode, key):
     try:
         seen, again, took = anyio.run(_watch_then_cancel, subagent_daemon.url, str(prompt_file), mode, key)
     finally:

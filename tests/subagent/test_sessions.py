@@ -50,7 +50,8 @@ def test_project_dir_name_override_needs_config_dir(tmp_path):
     env = {"HOME": str(tmp_path), "CLAUDE_CODE_PROJECT_DIR_NAME": "fixed-name"}
     assert SessionStore(tmp_path, env).slug() == project_slug(str(tmp_path))
     assert SessionStore(tmp_path, {**env, "CLAUDE_CONFIG_DIR": str(tmp_path / "c")}).slug() == "fixed-name"
-    assert SessionStore(tmp_path, {**env, "CLAUDE_CONFIG_DIR": "/c", "CLAUDE_CODE_PROJECT_DIR_NAME": "a/b"}).slug() != "a/b"
+    assert SessionStore(tmp_path,
+                        {**env, "CLAUDE_CONFIG_DIR": "/c", "CLAUDE_CODE_PROJECT_DIR_NAME": "a/b"}).slug() != "a/b"
 
 
 # ------------------------------------------------------------------------------------------------ transcripts
@@ -61,7 +62,9 @@ def prompt(text, ts):
 
 
 def reply(text, ts, model="claude-opus-5-5", mid="m1", stop="end_turn"):
-    return {"type": "assistant", "message": {"id": mid, "model": model, "role": "assistant", "content": [{"type": "text", "text": text}], "stop_reason": stop}, "timestamp": ts}
+    return {"type": "assistant",
+            "message": {"id": mid, "model": model, "role": "assistant", "content": [{"type": "text", "text": text}],
+                        "stop_reason": stop}, "timestamp": ts}
 
 
 def title(name):
@@ -84,11 +87,16 @@ def test_progress_of_a_completed_session(store):
     path = write(store.project_dir / "s1.jsonl", [
         title("job"), prompt("do it", "2026-11-30T10:00:00Z"),
         {"type": "attachment", "attachment": {"type": "date"}},
-        {"type": "assistant", "message": {"id": "m1", "model": "claude-opus-5-5", "content": [{"type": "tool_use", "id": "t", "name": "Bash", "input": {}}], "stop_reason": "tool_use"}, "timestamp": "2026-11-30T10:00:01Z"},
-        {"type": "user", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]}, "toolUseResult": {}, "timestamp": "2026-11-30T10:00:02Z"},
+        {"type": "assistant",
+         "message": {"id": "m1", "model": "claude-opus-5-5",
+                     "content": [{"type": "tool_use", "id": "t", "name": "Bash", "input": {}}],
+                     "stop_reason": "tool_use"}, "timestamp": "2026-11-30T10:00:01Z"},
+        {"type": "user",
+         "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]},
+         "toolUseResult": {}, "timestamp": "2026-11-30T10:00:02Z"},
         reply("all done", "2026-11-30T10:00:04Z", mid="m2"), title("job"), cost(0.5),
-        prompt("again", "2026-11-30T11:00:00Z"), reply("second", "2026-11-30T11:00:10Z", model="claude-haiku-4-5", mid="m3"),
-        title("job"), cost(0.75),
+        prompt("again", "2026-11-30T11:00:00Z"),
+        reply("second", "2026-11-30T11:00:10Z", model="claude-haiku-4-5", mid="m3"), title("job"), cost(0.75),
         '{"type": "torn line',  # claude may be mid-write
     ])
     t = read_transcript(path)
@@ -101,8 +109,12 @@ def test_progress_of_a_completed_session(store):
 @pytest.mark.parametrize(
     "tail, outcome, text",
     [
-        ([{"type": "assistant", "isApiErrorMessage": True, "message": {"model": "<synthetic>", "content": [{"type": "text", "text": "API Error: 500"}]}}], "error", "API Error: 500"),
-        ([{"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "[Request interrupted by user]"}]}}], "interrupted", ""),
+        ([{"type": "assistant", "isApiErrorMessage": True,
+           "message": {"model": "<synthetic>", "content": [{"type": "text", "text": "API Error: 500"}]}}], "error",
+         "API Error: 500"),
+        ([{"type": "user",
+           "message": {"role": "user", "content": [{"type": "text", "text": "[Request interrupted by user]"}]}}],
+         "interrupted", ""),
         ([], "no_result", ""),  # SIGKILL: the prompt and nothing after it
     ],
 )

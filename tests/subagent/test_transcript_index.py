@@ -26,20 +26,27 @@ def stamp(i: int) -> str:
 # Entry shapes as claude 2.1.328 writes them (see test_sessions.py), each a function of a counter.
 SHAPES = {
     "prompt": lambda i: {"type": "user", "message": {"role": "user", "content": f"prompt {i}"}, "timestamp": stamp(i)},
-    "prompt-blocks": lambda i: {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": f"p{i}"}]}},
-    "meta": lambda i: {"type": "user", "isMeta": True, "message": {"role": "user", "content": "meta"}, "timestamp": stamp(i)},
+    "prompt-blocks": lambda i: {"type": "user",
+                                "message": {"role": "user", "content": [{"type": "text", "text": f"p{i}"}]}},
+    "meta": lambda i: {"type": "user", "isMeta": True, "message": {"role": "user", "content": "meta"},
+                       "timestamp": stamp(i)},
     "tool-use": lambda i: {"type": "assistant", "timestamp": stamp(i), "message": {
-        "id": f"m{i}", "model": "claude-opus-5-5", "content": [{"type": "tool_use", "id": "t", "name": "Bash", "input": {}}],
-        "stop_reason": "tool_use"}},
+        "id": f"m{i}", "model": "claude-opus-5-5",
+        "content": [{"type": "tool_use", "id": "t", "name": "Bash", "input": {}}], "stop_reason": "tool_use"}},
     "tool-result": lambda i: {"type": "user", "toolUseResult": {"stdout": "x" * 50}, "timestamp": stamp(i),
-                              "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]}},
+                              "message": {"role": "user",
+                                          "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]}},
     "answer": lambda i: {"type": "assistant", "timestamp": stamp(i), "message": {
-        "id": f"a{i // 2}", "model": f"claude-model-{i % 3}", "content": [{"type": "text", "text": f"answer {i}"}], "stop_reason": "end_turn"}},
+        "id": f"a{i // 2}", "model": f"claude-model-{i % 3}", "content": [{"type": "text", "text": f"answer {i}"}],
+        "stop_reason": "end_turn"}},
     "partial-answer": lambda i: {"type": "assistant", "message": {
-        "id": f"a{i // 2}", "model": "claude-opus-5-5", "content": [{"type": "text", "text": f"part {i} "}], "stop_reason": None}},
+        "id": f"a{i // 2}", "model": "claude-opus-5-5", "content": [{"type": "text", "text": f"part {i} "}],
+        "stop_reason": None}},
     "api-error": lambda i: {"type": "assistant", "isApiErrorMessage": True, "timestamp": stamp(i),
-                            "message": {"model": "<synthetic>", "content": [{"type": "text", "text": "API Error: 500"}]}},
-    "interrupt": lambda i: {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "[Request interrupted by user]"}]}},
+                            "message": {"model": "<synthetic>",
+                                        "content": [{"type": "text", "text": "API Error: 500"}]}},
+    "interrupt": lambda i: {"type": "user", "message": {"role": "user", "content": [
+        {"type": "text", "text": "[Request interrupted by user]"}]}},
     "interrupt-tool": lambda i: {"type": "user", "toolUseResult": "Error", "message": {"role": "user", "content": [
         {"type": "text", "text": "[Request interrupted by user for tool use]"}]}},
     "title": lambda i: {"type": "custom-title", "customTitle": f"name-{i % 3}"},
@@ -52,10 +59,13 @@ SHAPES = {
     # claude's bookkeeping, with user and assistant messages nested inside (a Task tool's progress, an API
     # request record): matched by their bytes, they must still count for nothing.
     "progress": lambda i: {"type": "progress", "timestamp": stamp(i), "data": {"message": {
-        "type": "assistant", "message": {"id": f"sub{i}", "model": "claude-sub", "content": [{"type": "text", "text": "sub"}],
+        "type": "assistant",
+        "message": {"id": f"sub{i}", "model": "claude-sub", "content": [{"type": "text", "text": "sub"}],
                                          "stop_reason": "end_turn"}}}},
-    "nested-user": lambda i: {"type": "progress", "data": {"message": {"type": "user", "message": {"role": "user", "content": "sub"}}}},
-    "request-blob": lambda i: {"type": "api-request-blob", "message": {"role": "user", "content": [{"type": "text", "text": "x"}]}},
+    "nested-user": lambda i: {"type": "progress",
+                              "data": {"message": {"type": "user", "message": {"role": "user", "content": "sub"}}}},
+    "request-blob": lambda i: {"type": "api-request-blob",
+                               "message": {"role": "user", "content": [{"type": "text", "text": "x"}]}},
 }
 
 
@@ -73,8 +83,10 @@ def summary_fields(t) -> dict:
 @settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(shapes=st.lists(st.sampled_from(sorted(SHAPES)), max_size=40), cuts=st.lists(st.integers(0, 4000), max_size=5),
        restarts=st.booleans())
-@example(shapes=["answer", "attachment", "interrupt", "interrupt-tool", "prompt"], cuts=[661], restarts=False)  # all but the newline
-@example(shapes=["cost", "prompt", "answer", "cost", "title"], cuts=[4000], restarts=True)  # the turn's cost starts before it
+# all but the newline
+@example(shapes=["answer", "attachment", "interrupt", "interrupt-tool", "prompt"], cuts=[661], restarts=False)
+# the turn's cost starts before it
+@example(shapes=["cost", "prompt", "answer", "cost", "title"], cuts=[4000], restarts=True)
 def test_piecemeal_summary_equals_a_whole_parse(tmp_path, shapes, cuts, restarts):
     """With `restarts`, the index is saved and loaded into a new one before every look (as a daemon restart
     does): what was saved without the last turn's text, plus that turn read again, equals a whole parse."""
@@ -114,7 +126,8 @@ def write(path: Path, *lines: bytes, mode: str = "ab") -> Path:
 
 def turn(i: int, name: str | None = "job") -> list[bytes]:
     return [line("prompt", i), line("tool-use", i), line("tool-result", i), line("answer", i),
-            *([(json.dumps({"type": "custom-title", "customTitle": name}) + "\n").encode()] if name else []), line("cost", i)]
+            *([(json.dumps({"type": "custom-title", "customTitle": name}) + "\n").encode()] if name else []),
+            line("cost", i)]
 
 
 def test_a_line_still_being_written_is_read_once_complete(store):
@@ -245,8 +258,10 @@ def test_a_fifo_in_place_of_a_transcript_is_no_transcript(store):
 def test_the_saved_index_holds_no_text_and_the_result_is_read_again_from_the_transcript(store, tmp_path, caplog):
     result = "RESULT-MARKER-" + "r" * 50000
     answer = {"type": "assistant", "timestamp": stamp(9), "message": {
-        "id": "big", "model": "claude-opus-5-5", "content": [{"type": "text", "text": result}], "stop_reason": "end_turn"}}
-    prompt = {"type": "user", "message": {"role": "user", "content": "PROMPT-MARKER do the thing"}, "timestamp": stamp(8)}
+        "id": "big", "model": "claude-opus-5-5", "content": [{"type": "text", "text": result}],
+        "stop_reason": "end_turn"}}
+    prompt = {"type": "user", "message": {"role": "user", "content": "PROMPT-MARKER do the thing"},
+              "timestamp": stamp(8)}
     path = write(store.project_dir / "s.jsonl", *turn(1), *turn(2), (json.dumps(prompt) + "\n").encode(),
                  (json.dumps(answer) + "\n").encode(), *turn(3)[4:])
     assert store.list()[0].last_turn.result_text == result

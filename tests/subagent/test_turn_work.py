@@ -20,7 +20,8 @@ def call(name: str, sidechain: bool = False, **tool_input) -> dict:
 
 
 def result() -> dict:
-    return {"type": "user", "toolUseResult": {}, "message": {"role": "user", "content": [{"type": "tool_result", "content": "ok"}]}}
+    return {"type": "user", "toolUseResult": {},
+            "message": {"role": "user", "content": [{"type": "tool_result", "content": "ok"}]}}
 
 
 def write(path: Path, entries: list[dict]) -> Path:
@@ -38,7 +39,8 @@ def test_the_last_turn_only_at_most_twenty_files_and_the_last_three_commands(tmp
     entries += [call("NotebookEdit", notebook_path="/elsewhere/n.ipynb"), call("Read", file_path=str(work / "r.py"))]
     entries += [call("Write", sidechain=True, file_path=str(work / "by-a-subagent.py"))]
     found = read_turn_work(write(tmp_path / "t.jsonl", entries), work).as_dict()
-    assert found["files_changed"] == 26 and found["files_more"] == 26 - FILES_SHOWN and len(found["files"]) == FILES_SHOWN
+    assert found["files_changed"] == 26 and found["files_more"] == 26 - FILES_SHOWN
+    assert len(found["files"]) == FILES_SHOWN
     assert found["files"][:2] == ["f00.py", "f01.py"] and "old.py" not in found["files"]
     assert found["commands_run"] == 5 and found["last_commands"] == ["make step2", "make step3", "make step4"]
     lines = work_lines(found)
@@ -53,6 +55,7 @@ def test_nothing_done_unknown_and_paths_outside(tmp_path):
     assert work_lines(None)[0].startswith("files changed: unknown")
     assert relative("/a/b/c.py", Path("/a/b")) == "c.py" and relative("/a/bc/d.py", Path("/a/b")) == "/a/bc/d.py"
     assert relative("x/y.py", Path("/a")) == "x/y.py" and relative("/a/../etc/p", Path("/a")) == "/etc/p"
-    deep = read_turn_work(write(tmp_path / "d.jsonl", [prompt("p"), call("Write", file_path="/d/" + "x" * 300 + "/end.py")]), tmp_path)
+    deep = read_turn_work(write(tmp_path / "d.jsonl",
+                                [prompt("p"), call("Write", file_path="/d/" + "x" * 300 + "/end.py")]), tmp_path)
     shown = deep.as_dict()["files"][0]
     assert len(shown) == 120 and shown.startswith("…") and shown.endswith("x/end.py")
