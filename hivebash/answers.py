@@ -50,6 +50,7 @@ class Answers:
         start = time.monotonic()
         matched, matched_id = None, None
         waited_on = entries if wait_on is None else wait_on
+        ended_before = {e.id for e in entries if e.task.ended}  # (read without the lock: a race only costs a stat)
         with self.slots.held() as slot, self.registry.wakes_on(cancel):
             telling = (WaitTelling(self.registry, entries, self.sources, wait_for, time.monotonic)
                        if slot and progress.wanted else None)
@@ -64,9 +65,10 @@ class Answers:
                 waited = time.monotonic() - start
                 first = next((e for e in entries if e.id == matched_id or e.task.ended), entries[0])
                 snap = self._snapshot(tasks, first.id)
+                sizes = _end_sizes(first) if first.id not in ended_before else None
         truncated = [f"{task_id} {w.source.stream}" for task_id, w in watches if w.truncated]
         earlier = _earlier_match(watches) if wait_for is not None and matched is None else (None, None)
-        return Outcome(self._read(first.id, snap, view, shows and not client_gone(), brief=from_run), window, waited,
+        return Outcome(self._read(first.id, snap, view, shows and not client_gone(), from_run, sizes), window, waited,
                        wait_skipped=not slot, wait_for=wait_for, matched=matched, matched_id=matched_id,
                        truncated=truncated, notices=self.notices, earlier=earlier[0], earlier_id=earlier[1],
                        first_answer=from_run)
@@ -98,12 +100,14 @@ class Answers:
         return view, entry, list(entry.leftovers), dict(entry.seen_to)
 
     def _read(self, task_id: str, snap: tuple[TaskView, TaskEntry, list, dict[str, int]],
-              request: ov.ViewRequest | None, shows: bool, brief: bool = False) -> TaskView:
+              request: ov.ViewRequest | None, shows: bool, brief: bool = False,
+              sizes: dict[str, int] | None = None) -> TaskView:
+        """`sizes`: the outputs' sizes at the end this answer's wait saw (no stat of them again)."""
         view, entry, leftovers, seen_to = snap
         if brief and not view.task.terminal:
             read_output(view, self.store, STARTED_VIEW, seen_to, STARTED_BYTES)
         else:
-            read_output(view, self.store, request, seen_to, self.tail_bytes)
+            read_output(view, self.store, request, seen_to, self.tail_bytes, sizes)
         output = view.output  # set by read_output
         if shows and (request is None or request.moves_cursor) and output is not None and output.read_to:
             with self.registry.locked() as tasks:
@@ -115,6 +119,15 @@ class Answers:
                 with self.registry.locked() as tasks:
                     tasks.still_alive(entry, alive)
         return view
+
+
+def _end_sizes(entry: TaskEntry) -> dict[str, int] | None:
+    """The outputs' sizes taken at the entry's end, when nothing can have written since: no process of it is
+    left (a leftover may still write), and no terminal whose copier might still be at work."""
+    task = entry.task
+    if not task.terminal or entry.leftovers or task.stdin == "tty":
+        return None
+    return entry.end_sizes
 
 
 def _earlier_match(watches: Sequence[tuple[str, ov.Watch]]) -> tuple[ov.Line | None, str | None]:

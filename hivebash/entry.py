@@ -37,6 +37,9 @@ class TaskEntry:
     # Why its terminal record could not be written (a full disk): every answer and the todo say so, and the
     # housekeeper tries again (Lifecycle.retry_unsaved). None: its end is saved, or it has not ended.
     unsaved: str | None = None
+    # Its outputs' sizes at the end (Lifecycle.on_ended took them): an answer whose wait saw the end shows the
+    # output up to there without a stat of its own (Answers.wait).
+    end_sizes: dict[str, int] | None = None
 
     @property
     def id(self) -> str:

@@ -19,6 +19,7 @@ from common.process_seam import ProcInfo
 from common.waiting import Doorbell
 
 from .arguments import EngineError
+from .end_room import on_block_edge, output_sizes
 from .process_ops import TaskProcessOps
 from .reaper import OrphanReaper
 from .records import RecordWriter, record_of
@@ -173,11 +174,14 @@ class Lifecycle:
                  failure: str | None = None) -> None:
         """`failure`: the worker could not supervise the task and stopped it (runner._stop_after_failure)."""
         code, signalled = exit_status(status)
-        # A program that cannot write its output fails (echo, cat, yes: exit 1): only then is the disk looked
-        # at (one statvfs), so a task that succeeded costs nothing more.
-        full = self.store.room.disk_full() if code or signalled else None
+        # The outputs' sizes, taken here for the answer that waits for this end (it reads them instead of a
+        # stat of its own: Answers.wait). A program that cannot write its output mostly fails (echo, cat, yes:
+        # exit 1); one that succeeds anyway (`yes || true`) left an output on a block's edge (end_room.py). Only
+        # then is the disk looked at (one statvfs), so a task that succeeded costs nothing more.
+        sizes = output_sizes({"stdout": self.store.file(task.id, "out"), "stderr": self.store.file(task.id, "err")})
+        full = self.store.room.disk_full() if code or signalled or on_block_edge(sizes) else None
         with self.registry.locked() as tasks:
-            ended = tasks.ended(task, status, rusage, duration, leftovers, failure, _full_note(full))
+            ended = tasks.ended(task, status, rusage, duration, leftovers, failure, _full_note(full), sizes)
         self.record_ends([ended])
 
     # ----- the end ---------------------------------------------------------------------------------------

@@ -262,10 +262,11 @@ class LockedTasks:
         return False
 
     def ended(self, task: Task, status: int, rusage: T.Rusage, duration: float, leftovers: list[ProcInfo],
-              failure: str | None, disk_note: str | None = None) -> Ended:
+              failure: str | None, disk_note: str | None = None, sizes: dict[str, int] | None = None) -> Ended:
         """The worker saw the end (reaped): -> ending; the caller writes the record, then calls `recorded`.
         `failure`: the worker could not supervise the task and stopped it (runner._stop_after_failure);
-        `disk_note`: the state disk was full at the end (Lifecycle.on_ended), added to the note."""
+        `disk_note`: the state disk was full at the end (Lifecycle.on_ended), added to the note; `sizes`: its
+        outputs' sizes at the end, for the answer that waits for it (TaskEntry.end_sizes)."""
         code, signalled = T.exit_status(status)
         note: str | None
         if self.closing:
@@ -278,8 +279,10 @@ class LockedTasks:
             note = f"{note}; {disk_note}" if note else disk_note
         ended = self._ending(task, TaskResult(ended_at=time.time(), duration=duration, exit_code=code,
                                               signal=signalled, rusage=rusage, note=note, state=state))
-        if leftovers and ended.entry is not None:
-            ended.entry.leftovers = leftovers
+        if ended.entry is not None:
+            if leftovers:
+                ended.entry.leftovers = leftovers
+            ended.entry.end_sizes = sizes
         return ended
 
     def end_without_process(self, entry: TaskEntry, state: str, note: str) -> Ended:

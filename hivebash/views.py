@@ -82,14 +82,17 @@ STARTED_VIEW = ov.ViewRequest(tail_lines=STARTED_LINES)
 
 
 def read_output(view: TaskView, store: TaskStore, request: ov.ViewRequest | None = None,
-                seen_to: dict[str, int] | None = None, tail_bytes: int | None = None) -> None:
+                seen_to: dict[str, int] | None = None, tail_bytes: int | None = None,
+                sizes: dict[str, int] | None = None) -> None:
     """Attach the output the answer shows (outside the engine's lock: these are file reads): the tails, or
-    the view `request` asks for; `seen_to` is where the agent was shown each stream up to (new_only)."""
+    the view `request` asks for; `seen_to` is where the agent was shown each stream up to (new_only); `sizes`:
+    the files' sizes when already known (taken at the task's end)."""
     task_id = view.task.id
     paths = {"stdout": store.file(task_id, "out"), "stderr": store.file(task_id, "err")}
     wanted = request.streams() if request else ov.STREAMS
     on_tty = view.task.stdin == "tty" and "stderr" in wanted  # stderr went to the terminal: all is in .out
-    sources = [ov.Source(s, paths[s]) for s in wanted if not (on_tty and s == "stderr")]
+    known = sizes or {}
+    sources = [ov.Source(s, paths[s], known.get(s)) for s in wanted if not (on_tty and s == "stderr")]
     if view.task.state == T.PENDING:
         # Nothing has written to a pending task's files (prepare made them empty; no process yet): no reads.
         # Under load each file syscall of a request thread waits for the GIL again when it returns.

@@ -27,6 +27,7 @@ class Source:
 
     stream: str
     path: str
+    size: int | None = None  # its size when the caller knows it already (taken at the task's end): no stat
 
 
 @dataclass

@@ -198,7 +198,7 @@ def tail(sources: list[Source], cursors: dict[str, int] | None = None, new_only:
     sizes = {}
     for src in sources:
         try:
-            sizes[src.stream] = os.stat(src.path, follow_symlinks=False).st_size
+            sizes[src.stream] = src.size if src.size is not None else os.stat(src.path, follow_symlinks=False).st_size
         except FileNotFoundError:
             sizes[src.stream] = 0
     truncated = {s.stream for s in sources if cursors.get(s.stream, 0) > sizes[s.stream]}

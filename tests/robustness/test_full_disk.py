@@ -65,6 +65,26 @@ def test_an_end_answered_on_a_full_disk_survives_a_kill_9(bash_factory, small_di
 
 
 @pytest.mark.slow
+def test_a_task_that_succeeds_after_its_output_hit_the_full_disk_is_told(bash_factory, small_disk):
+    """The gap issue 25 left: the note was decided by a failing exit alone, so `yes || true` (its writes refused,
+    exit 0) was not told. Its output ends on a block's edge (the kernel refuses a write at the first page it has
+    no room for), which makes the end look at the disk. An output on a block's edge on a disk with room gets no
+    note: the edge only makes the end ask."""
+    daemon = bash_factory(socket=False, state_dir=_state(small_disk))
+    edge = daemon.call("run", cmd="head -c 8192 /dev/zero", wait_seconds=20)
+    assert (edge["status"], edge["exit_code"], edge["note"], edge["stdout"]["size"]) == ("done", 0, None, 8192), edge
+    answer = daemon.call("run", cmd="sleep 0.2; yes || true", name="quiet", wait_seconds=30)
+    assert answer["status"] == "done" and answer["exit_code"] == 0, answer
+    note = answer["note"] or ""
+    assert "the state disk is full" in note and "output may be cut short (No space left on device)" in note, answer
+    assert answer["stdout"]["size"] % 4096 == 0 and small_disk.free() < 64 * 1024
+    assert daemon.call("status", id="quiet")["note"] == note
+    record = json.loads((_state(small_disk) / "bash-tasks" / "quiet.json").read_text())
+    assert note in json.dumps(record), "the note is not in the saved end"
+    (_state(small_disk) / "bash-tasks" / "quiet.out").unlink()
+
+
+@pytest.mark.slow
 def test_a_removed_bash_tasks_directory_is_made_again(bash_factory, tmp_path):
     daemon = bash_factory(socket=False)
     tasks_dir = daemon.state_dir / "bash-tasks"
