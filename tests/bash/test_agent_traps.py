@@ -3,8 +3,11 @@ Python SDK client against a real hive-bash-daemon (the answer's text is what mat
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from daemon_harness import start_daemon, todo_sink, wait_until
+from kit.gate import Gate
 from kit.sdk_agent import SdkAgent, bash_daemon_argv, socketless_bash_daemon
 
 from common.notices import Notices, promises_a_notice
@@ -148,11 +151,16 @@ def test_new_only_of_a_long_output_says_which_lines_are_left_and_how_to_see_them
 # ----- deliverable 6: several tasks -----------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_status_of_several_waits_for_all_and_an_ended_one_ends_no_wait(agent):
+def test_status_of_several_waits_for_all_and_an_ended_one_ends_no_wait(agent, tmp_path):
+    half, one, waits = Gate(tmp_path), Gate(tmp_path), threading.Event()  # half ends mid-wait, one after it
     agent.call("run", cmd="exit 3", name="early", wait_seconds=20)
-    agent.call("run", cmd="sleep 0.5; echo half", name="half", wait_seconds=0)
-    agent.call("run", cmd="sleep 1; echo one", name="one", wait_seconds=0)
-    text = agent.call("status", ids=["early", "half", "one"], wait_seconds=20)
+    agent.call("run", cmd=f"{half.wait}; echo half", name="half", wait_seconds=0)
+    agent.call("run", cmd=f"{one.wait}; echo one", name="one", wait_seconds=0)
+    answer = agent.call_later("status", waits, ids=["early", "half", "one"], wait_seconds=20)
+    assert waits.wait(20), "no progress from the waiting status"
+    half.open()
+    text = agent.text(answer.result(30))
+    one.open()
     assert "id=half status=done" in text and "id=one status=running" in text, text  # early ended no wait
     assert "  stdout| half\n" in text
     assert ('ended during this call: half; ended before it: early; still running: one; '

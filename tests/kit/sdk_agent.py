@@ -39,9 +39,9 @@ class SdkAgent:
                 self.instructions = client.instructions
                 self._ready.set_result(True)
                 while (item := await anyio.to_thread.run_sync(self._requests.get)) is not None:
-                    method, args, done = item
+                    method, args, kwargs, done = item
                     try:
-                        done.set_result(await getattr(client, method)(*args))
+                        done.set_result(await getattr(client, method)(*args, **kwargs))
                     except Exception as exc:  # noqa: BLE001 - handed to the caller's thread
                         done.set_exception(exc)
         except Exception as exc:
@@ -49,17 +49,32 @@ class SdkAgent:
                 self._ready.set_exception(exc)
             raise
 
-    def _ask(self, method: str, *args):
+    def _submit(self, method: str, *args, **kwargs) -> Future:
         done: Future = Future()
-        self._requests.put((method, args, done))
-        return done.result(120)
+        self._requests.put((method, args, kwargs, done))
+        return done
+
+    def _ask(self, method: str, *args):
+        return self._submit(method, *args).result(120)
 
     def tools(self) -> dict[str, dict]:
         listing = self._ask("list_tools")
         return {t.name: {"description": t.description, "schema": t.input_schema} for t in listing.tools}
 
     def call(self, tool: str, error: bool = False, **arguments) -> str:
-        result = self._ask("call_tool", tool, arguments)
+        return self.text(self._ask("call_tool", tool, arguments), error)
+
+    def call_later(self, tool: str, progressed: threading.Event, **arguments) -> Future:
+        """A call sent now and answered later (its result: `text(future.result())`), asking for progress:
+        `progressed` is set at its first notification, so the test knows the call's wait is under way. The
+        agent's other calls wait for its answer, as they do in one client session."""
+        async def on_progress(progress, total, message) -> None:
+            progressed.set()
+
+        return self._submit("call_tool", tool, arguments, progress_callback=on_progress)
+
+    @staticmethod
+    def text(result: Any, error: bool = False) -> str:
         text = "".join(c.text for c in result.content)
         assert result.is_error is error, text
         assert len(text.encode()) < BOUND, f"{len(text.encode())} bytes: {text[:500]}"
