@@ -56,7 +56,10 @@ def examples() -> dict[str, str]:
         paths = {str(root / "state"): STATE, str(work): WORKDIR, str(home): HOME,
                  slug: re.sub(r"[^a-zA-Z0-9]", "-", WORKDIR), str(prompt): "/root/work/prompts/review.md"}
         argv = [DAEMON, "--state-dir", str(root / "state"), "--workdir", str(work), "--claude-bin", str(claude),
-                "--max-running", "2"]
+                "--max-running", "2",
+                # the answers show what claude's init line says (model=...): wait for it however loaded the
+                # machine is (the stand-in's Python start can take longer than the 0.2 s default)
+                "--confirm-wait", "10"]
         with Daemon(argv, root / "daemon", env={"HIVE_AGENT_SOCKET": str(sock.path), "HOME": str(home)}) as d:
             out = _drive(d.url, sock, str(prompt))
         sock.close()
