@@ -246,5 +246,7 @@ def many_result(outcome: ManyOutcome) -> ToolResult:
 
 def kill_result(outcome: KillOutcome) -> ToolResult:
     view = outcome.view
-    text = f"id={view.task.id} action={outcome.action} status={view.task.state}\n{outcome.message}\n"
-    return ToolResult(text, view.to_dict() | {"action": outcome.action, "message": outcome.message})
+    busy = " wait_skipped=busy" if outcome.wait_skipped else ""
+    text = f"id={view.task.id} action={outcome.action} status={view.task.state}{busy}\n{outcome.message}\n"
+    return ToolResult(text, view.to_dict() | {"action": outcome.action, "message": outcome.message,
+                                              "wait_skipped": outcome.wait_skipped})

@@ -26,7 +26,7 @@ KILL_WAIT_SECONDS = 2.0  # how long a kill waits for the end by default
 def kill(rooms: Rooms, task_id: str, force: bool, wait_seconds: float | None = None) -> KillOutcome:
     window = cap_wait(wait_seconds, default=KILL_WAIT_SECONDS, cap=rooms.wait_cap)
     action, message = _kill(rooms, task_id, force)
-    waited = 0.0
+    waited, slot = 0.0, True
     if action == "signalled" and window.seconds > 0:
         start = time.monotonic()
         with rooms.answers.slots.held() as slot:  # past the bound: answer at once, as every wait does
@@ -37,17 +37,22 @@ def kill(rooms: Rooms, task_id: str, force: bool, wait_seconds: float | None = N
         waited = time.monotonic() - start
     view = rooms.answers.view(task_id)
     if action == "signalled" and window.seconds > 0:
-        message = _after_wait(view.task, force, waited, message)
-    return KillOutcome(view, action, message)
+        message = _after_wait(view.task, force, waited, message, slot)
+    return KillOutcome(view, action, message, wait_skipped=not slot)
 
 
-def _after_wait(task: T.Task, force: bool, waited: float, message: str) -> str:
-    """What the kill's short wait saw: the end, or what survived it and the next call."""
+def _after_wait(task: T.Task, force: bool, waited: float, message: str, slot: bool = True) -> str:
+    """What the kill's short wait saw: the end, or what survived it and the next call; without a wait slot,
+    that it did not wait (a task still running then has not been seen to ignore anything)."""
+    sent = message.split("; if it does not exit")[0].split("; status(id=")[0]
     if task.terminal:
         code = task.result.exit_code if task.result else None
-        sent = message.split("; if it does not exit")[0].split("; status(id=")[0]
         return f"{sent}; it ended within {waited:.2f}s: status={task.state}" + (
             f" exit_code={code}" if code is not None else "")
+    if not slot:
+        return (f"{sent}; not waited for its end: every wait slot is taken by other calls (do not retry at once: do "
+                f"other work first); status(id=\"{task.id}\", wait_seconds=5) shows its end"
+                + ("" if force else f'; if it does not end, kill(id="{task.id}", force=true) sends SIGKILL'))
     sig = "SIGKILL" if force else "SIGINT"
     if force:
         return f"{message}; still running {waited:.2f}s after {sig}: status(id=\"{task.id}\", wait_seconds=5)"

@@ -161,3 +161,4 @@ class KillOutcome:
     view: TaskView
     action: str  # "cancelled", "signalled", "leftovers", "nothing"
     message: str
+    wait_skipped: bool = False  # every wait slot was taken: answered without its short wait

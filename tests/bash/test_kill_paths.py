@@ -176,3 +176,29 @@ def test_restart_stops_what_a_dead_daemon_left_and_records_interrupted(tmp_path,
         assert view.task.state == "interrupted" and "while the task was running" in view.task.result.note
     finally:
         engine.shutdown(timeout=5)
+
+
+def test_a_kill_with_every_wait_slot_taken_says_it_did_not_wait_not_that_sigint_was_ignored(make_engine, ops):
+    """The slots are taken by hand, as other calls' waits would: the kill's short wait cannot run, so the answer
+    says the signal went out and that it did not wait, with the call that shows the end; it must not read as
+    a task that ignored SIGINT (that is said only after a real wait)."""
+    from hivebash.answer_texts import kill_result
+
+    engine = make_engine(ops=ops)
+    ops.ignore = {INT}  # still running when the answer is made
+    start(engine, ops, "t")
+    taken = 0
+    while engine.slots.try_acquire():
+        taken += 1
+    try:
+        answer = kill_result(engine.kill("t"))
+    finally:
+        for _ in range(taken):
+            engine.slots.release()
+    first, message = answer.text.splitlines()[:2]
+    assert first.endswith(" wait_skipped=busy") and answer.data["wait_skipped"] is True, answer.text
+    assert message.startswith("sent SIGINT to the process group of task t; not waited for its end: every wait slot is "
+                              "taken by other calls"), message
+    assert 'status(id="t", wait_seconds=5) shows its end' in message and "do not retry at once" in message, message
+    assert "ignores" not in message and "0.00s later" not in message, message
+    assert engine.kill("t", force=True).action == "signalled" and ended(engine, "t").state == "killed"
