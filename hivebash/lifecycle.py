@@ -39,6 +39,9 @@ def _refusal(directory: Path, exc: OSError) -> str:
     return f"cmd: cannot create the task's files in {directory}: {exc.strerror or exc}"
 
 
+LOST_NOTE = "part of its terminal's output was dropped: the state disk was full (No space left on device)"
+
+
 def _full_note(free: int | None) -> str | None:
     if free is None:
         return None
@@ -171,17 +174,20 @@ class Lifecycle:
             return tasks.leader_exited(task, exited_at + self.settings.kill_grace)
 
     def on_ended(self, task: Task, status: int, rusage: Rusage, duration: float, leftovers: list[ProcInfo],
-                 failure: str | None = None) -> None:
-        """`failure`: the worker could not supervise the task and stopped it (runner._stop_after_failure)."""
+                 failure: str | None = None, output_lost: bool = False) -> None:
+        """`failure`: the worker could not supervise the task and stopped it (runner._stop_after_failure);
+        `output_lost`: its terminal's copier dropped output for want of room (known exactly: said so, whatever
+        the disk holds by now)."""
         code, signalled = exit_status(status)
         # The outputs' sizes, taken here for the answer that waits for this end (it reads them instead of a
         # stat of its own: Answers.wait). A program that cannot write its output mostly fails (echo, cat, yes:
         # exit 1); one that succeeds anyway (`yes || true`) left an output on a block's edge (end_room.py). Only
         # then is the disk looked at (one statvfs), so a task that succeeded costs nothing more.
         sizes = output_sizes({"stdout": self.store.file(task.id, "out"), "stderr": self.store.file(task.id, "err")})
-        full = self.store.room.disk_full() if code or signalled or on_block_edge(sizes) else None
+        looks = not output_lost and (code or signalled or on_block_edge(sizes))
+        note = LOST_NOTE if output_lost else _full_note(self.store.room.disk_full() if looks else None)
         with self.registry.locked() as tasks:
-            ended = tasks.ended(task, status, rusage, duration, leftovers, failure, _full_note(full), sizes)
+            ended = tasks.ended(task, status, rusage, duration, leftovers, failure, note, sizes)
         self.record_ends([ended])
 
     # ----- the end ---------------------------------------------------------------------------------------

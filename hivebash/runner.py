@@ -75,7 +75,8 @@ class RunnerHooks(Protocol):
         """The leader exited (unreaped): True if a stop was asked (the worker sweeps what it left)."""
 
     def on_ended(self, task: Task, status: int, rusage: Rusage, duration: float, leftovers: list[ProcInfo],
-                 failure: str | None = None) -> None: ...
+                 failure: str | None = None, output_lost: bool = False) -> None:
+        """`output_lost`: the daemon itself could not write all of a terminal's output to the task's file."""
 
 
 
@@ -302,7 +303,9 @@ class TaskRunner:
             leftovers = self._survivors(exited_at)
         self._end_input()
         self._ended = True
-        self.hooks.on_ended(task, status, rusage, exited_at - (task.started_mono or exited_at), leftovers)
+        lost = self.input is not None and self.input.lost_output
+        self.hooks.on_ended(task, status, rusage, exited_at - (task.started_mono or exited_at), leftovers,
+                            output_lost=lost)
 
     def _end_input(self) -> None:
         """The input is closed when the task ends, before its end is recorded (a tty's last output is in its

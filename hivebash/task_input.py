@@ -69,6 +69,11 @@ class TaskInput:
             return
         self.close()
 
+    @property
+    def lost_output(self) -> bool:
+        """Some of a terminal's output was dropped for want of room (the copier's own writes: known exactly)."""
+        return self.terminal is not None and self.terminal.lost_output
+
     def close(self) -> None:
         """At the task's end (its worker): a pipe's write end is closed; a terminal is finished by its copier."""
         if self.terminal is not None:

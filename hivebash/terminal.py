@@ -55,6 +55,7 @@ class Terminal:
         self._stop = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._copier: threading.Thread | None = None
         self._dropping = False  # the last write of the copier found the disk full (logged once per spell)
+        self.lost_output = False  # some of the terminal's output could not be written to <id>.out (said in the note)
 
     def spawned(self, out: int, task_id: str) -> None:
         """The task holds the slave now: drop the daemon's copy (so the master sees the hangup when the task's
@@ -180,6 +181,7 @@ class Terminal:
                 log.warning("%s: the terminal's output is dropped until there is room (%s)",
                             threading.current_thread().name, exc.strerror)
             self._dropping = True
+            self.lost_output = True
             return
         self._dropping = False
 

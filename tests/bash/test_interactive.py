@@ -276,5 +276,8 @@ def test_a_tty_task_runs_on_when_its_output_fills_the_disk(small_disk, todos, ca
         assert ready.data["status"] == "running" and ready.data["wait_for"]["matched"] is not None, ready.text
         res = call(tools, "send", id="flood", text="y", wait_seconds=10)
         assert res.data["status"] == "done" and res.data["exit_code"] == 0 and "got y" in res.text, res.text
+        # The copier's own writes were refused: its note says so exactly, though the disk has room again by now.
+        assert res.data["note"] == ("part of its terminal's output was dropped: the state disk was full (No space "
+                                    "left on device)"), res.data["note"]
     finally:
         engine.shutdown(timeout=5)
