@@ -3,8 +3,11 @@ help (here: a file system treated as keeping no blocks ahead, on a real full tmp
 say so, a restart says only what was saved, and the daemon saves the end once there is room."""
 
 import json
+import os
 
-from kit.hivebash_testkit import TodoRecorder, settings
+from kit.daemons_kit import running_record_written
+from kit.gate import Gate
+from kit.hivebash_testkit import TodoRecorder, settings, wait_until
 
 from common.tools import CallContext
 from hivebash.engine import Engine
@@ -21,17 +24,20 @@ def _engine(small_disk, todos):
     return engine
 
 
-def test_an_end_that_cannot_be_saved_is_said_and_saved_later(small_disk, todos):
+def test_an_end_that_cannot_be_saved_is_said_and_saved_later(small_disk, todos, tmp_path):
     engine = _engine(small_disk, todos)
     try:
         engine.store.room.can_reserve = False  # as on a file system without fallocate: no room kept for the end
         tools = build_registry(engine)
-        tools.call("run", {"cmd": "sleep 0.2; yes", "name": "victim", "wait_seconds": 0}, AGENT)
+        gate = Gate(tmp_path)  # off the small disk: the flood starts once the running record is written
+        tools.call("run", {"cmd": f"{gate.wait}; yes", "name": "victim", "wait_seconds": 0}, AGENT)
+        record = engine.store.path("victim", "json")
+        wait_until(lambda: running_record_written(record, os.getpid()), 10, "the running record on disk")
+        gate.open()
         body = todos.wait_upserts("victim", 2)[-1]["body"]
         assert "finished: status=done exit_code=1" in body and WARNING in body, body
         answer = tools.call("status", {"id": "victim"}, AGENT)
         assert WARNING in answer.text and answer.data["end_saved"] is False, answer.text
-        record = engine.store.path("victim", "json")
         assert json.loads(record.read_text())["state"] != "done"
 
         again = Engine(settings(small_disk.root), TodoRecorder())  # a restart after a crash, on the full disk

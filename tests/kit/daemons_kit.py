@@ -2,6 +2,7 @@
 sink on a Unix socket, and helpers to call tools and look at what is left on disk and in the process table.
 """
 
+import json
 import os
 import signal
 import sys
@@ -97,3 +98,19 @@ def files_outside(root: Path, before: set[Path], allowed: Path) -> set[Path]:
     """Paths under `root` that were not there before and are not under `allowed`."""
     now = {p for p in root.rglob("*")}
     return {p for p in now - before if allowed not in p.parents and p != allowed}
+
+
+def running_record_written(record: Path, pid: int) -> bool:
+    """The task's running record renamed into place, and process `pid` (the engine's) no longer holds the pending
+    one it replaced: until then that page is not free, and a flood of the full-disk tests would leave it free
+    for a later record."""
+    if not record.exists() or json.loads(record.read_text())["state"] != "running":
+        return False
+    fds = Path(f"/proc/{pid}/fd")
+    links = []
+    for fd in fds.iterdir():
+        try:
+            links.append(os.readlink(fd))
+        except OSError:  # closed meanwhile
+            continue
+    return f"{record.name} (deleted)" not in {link.rsplit("/", 1)[-1] for link in links}

@@ -8,10 +8,12 @@ nothing torn behind, and every other task is found again.
 
 import json
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from daemon_harness import start_daemon, wait_until
-from kit.daemons_kit import BIN
+from kit.daemons_kit import BIN, running_record_written
+from kit.gate import Gate
 from kit.robust_kit import call_tool_raw, result_text, tool_result
 
 from common.todos.outbox import read_journal
@@ -19,6 +21,7 @@ from common.todos.outbox import read_journal
 
 def _state(small_disk):
     return small_disk.root / "state"
+
 
 
 @pytest.mark.slow
@@ -43,17 +46,21 @@ def test_a_record_bigger_than_the_free_space_is_refused_whole(bash_factory, smal
 
 
 @pytest.mark.slow
-def test_an_end_answered_on_a_full_disk_survives_a_kill_9(bash_factory, small_disk):
+def test_an_end_answered_on_a_full_disk_survives_a_kill_9(bash_factory, small_disk, tmp_path):
     """Hole 2: the task's own output fills the disk; its end is recorded in the room reserved at its start, so
     the restart after a kill -9 reports what the answer said, and the answer says why its output is cut."""
     daemon = bash_factory(socket=False, state_dir=_state(small_disk))
-    answer = daemon.call("run", cmd="sleep 0.2; yes; echo after-yes", name="victim", wait_seconds=30)
+    gate, record = Gate(tmp_path), _state(small_disk) / "bash-tasks" / "victim.json"  # the gate: off the disk
+    with ThreadPoolExecutor(1) as pool:  # the flood starts once the running record is on disk
+        call = pool.submit(daemon.call, "run", cmd=f"{gate.wait}; yes; echo after-yes", name="victim", wait_seconds=30)
+        wait_until(lambda: running_record_written(record, daemon.pid), 20, "the running record")
+        gate.open()
+        answer = call.result(40)
     assert answer["status"] == "done" and answer["exit_code"] == 1, answer
     note = answer["note"]
     assert "the state disk is full" in note and "output may be cut short" in note, note
     assert small_disk.free() < 64 * 1024
-    record = json.loads((_state(small_disk) / "bash-tasks" / "victim.json").read_text())
-    assert record["state"] == "done", "the answered end is not on disk"
+    assert json.loads(record.read_text())["state"] == "done", "the answered end is not on disk"
     daemon.kill9()
     daemon.start()  # on the disk as full as it was
     after = daemon.call("status", id="victim")
