@@ -8,6 +8,7 @@ a crash without a result, a non-zero exit, a slow start. It writes what the daem
 
 The prompt (stdin) steers it:
     FAKE:sleep=S          sleep S seconds mid-turn (SIGINT: "[Request interrupted by user]", no result line)
+    FAKE:gate=PATH        then wait, silent, until PATH exists (kit.gate.Gate: the test says when the turn ends)
     FAKE:ignore-int       ignore SIGINT (only SIGKILL stops it)
     FAKE:exit=N           exit N without a result, after a line on stderr
     FAKE:noresult         exit 0 without a result
@@ -116,6 +117,9 @@ def main() -> int:
         deadline = time.monotonic() + float(sleep)
         while time.monotonic() < deadline:  # sleep() restarts after a handled signal; the handler exits
             time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+    gate = directive(prompt, "gate")
+    while gate and not Path(gate).exists():
+        time.sleep(0.01)
     if directive(prompt, "exit") is not None:
         print("fake claude: failing on request", file=sys.stderr)
         return int(directive(prompt, "exit"))
