@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 from daemon_harness import wait_until
+from kit.gate import Gate
 from kit.subagent_testkit import running_names, wait_for_turns
 
 from hivesubagent import turn as T
@@ -36,9 +37,12 @@ def fake_log(tmp_path: Path) -> list[dict]:
 
 def test_start_runs_in_background_and_sends_one_todo(engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path):
     engine, todos = engine_factory(fake_claude_bin, fake_env)
-    view = engine.start("alpha", str(prompt_file), trigger="FAKE:sleep=1 FAKE:reply=done here")
+    gate = Gate(tmp_path)  # the turn ends after start's answer
+    trigger = f"FAKE:gate={gate.path} FAKE:reply=done here"
+    view = engine.start("alpha", str(prompt_file), trigger=trigger)
     assert view["state"] in ("running", "starting") and view["running"] is True
     assert view["session_id"] and view["pid"]
+    gate.open()
     todo = todos.wait_upserts("alpha")[0]
     assert todo["summary"].startswith("subagent alpha: turn 1 completed")
     assert todo["body"].splitlines()[0].startswith("outcome=completed name=alpha")
@@ -47,7 +51,7 @@ def test_start_runs_in_background_and_sends_one_todo(engine_factory, fake_claude
     # clear first (the previous turn's todo is stale once a new turn starts), then exactly one upsert
     assert [c[0] for c in todos.for_key("alpha")] == ["clear", "upsert"]
     call = fake_log(tmp_path)[0]
-    assert call["prompt"] == "FAKE:sleep=1 FAKE:reply=done here"
+    assert call["prompt"] == trigger
     argv = call["argv"]
     assert argv[:2] == ["-p", "--name"] and "--dangerously-skip-permissions" in argv and "--strict-mcp-config" in argv
     assert argv[argv.index("--session-id") + 1] == view["session_id"]
@@ -88,9 +92,11 @@ def test_continue_resumes_by_id_and_counts_cost(engine_factory, fake_claude_bin,
     engine, todos = engine_factory(fake_claude_bin, fake_env)
     first = engine.start("gamma", str(prompt_file), trigger="one")
     todos.wait_upserts("gamma")
-    running = engine.continue_("gamma", "two FAKE:sleep=0.5 FAKE:reply=second answer")
+    gate = Gate(tmp_path)  # the second turn ends after continue's answer
+    running = engine.continue_("gamma", f"two FAKE:gate={gate.path} FAKE:reply=second answer")
     assert running["turns_done"] == 1 and running["total_cost_usd"] == pytest.approx(0.01)
     assert running["model"] == "fake-model"  # no --model: the session keeps its last one, known from the transcript
+    gate.open()
     todo = todos.wait_upserts("gamma", 2)[1]
     assert todo["data"]["turn"] == 2 and todo["data"]["session_id"] == first["session_id"]
     assert todo["data"]["outcome"]["cost_usd"] == pytest.approx(0.01)
