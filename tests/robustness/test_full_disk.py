@@ -23,6 +23,17 @@ def _state(small_disk):
     return small_disk.root / "state"
 
 
+def _flood(daemon, small_disk, gate_dir, name: str, flood: str) -> dict:
+    """run(flood) waited on, its flood let out at a gate (off the small disk) once its running record is on
+    disk: what the disk has room for at its end does not depend on how fast the record was written."""
+    gate, record = Gate(gate_dir), _state(small_disk) / "bash-tasks" / f"{name}.json"
+    with ThreadPoolExecutor(1) as pool:
+        call = pool.submit(daemon.call, "run", cmd=f"{gate.wait}; {flood}", name=name, wait_seconds=30)
+        wait_until(lambda: running_record_written(record, daemon.pid) or call.done(), 20, "the running record")
+        gate.open()
+        return call.result(40)
+
+
 
 @pytest.mark.slow
 def test_a_record_bigger_than_the_free_space_is_refused_whole(bash_factory, small_disk):
@@ -50,16 +61,12 @@ def test_an_end_answered_on_a_full_disk_survives_a_kill_9(bash_factory, small_di
     """Hole 2: the task's own output fills the disk; its end is recorded in the room reserved at its start, so
     the restart after a kill -9 reports what the answer said, and the answer says why its output is cut."""
     daemon = bash_factory(socket=False, state_dir=_state(small_disk))
-    gate, record = Gate(tmp_path), _state(small_disk) / "bash-tasks" / "victim.json"  # the gate: off the disk
-    with ThreadPoolExecutor(1) as pool:  # the flood starts once the running record is on disk
-        call = pool.submit(daemon.call, "run", cmd=f"{gate.wait}; yes; echo after-yes", name="victim", wait_seconds=30)
-        wait_until(lambda: running_record_written(record, daemon.pid), 20, "the running record")
-        gate.open()
-        answer = call.result(40)
+    answer = _flood(daemon, small_disk, tmp_path, "victim", "yes; echo after-yes")
     assert answer["status"] == "done" and answer["exit_code"] == 1, answer
     note = answer["note"]
     assert "the state disk is full" in note and "output may be cut short" in note, note
     assert small_disk.free() < 64 * 1024
+    record = _state(small_disk) / "bash-tasks" / "victim.json"
     assert json.loads(record.read_text())["state"] == "done", "the answered end is not on disk"
     daemon.kill9()
     daemon.start()  # on the disk as full as it was
@@ -72,7 +79,7 @@ def test_an_end_answered_on_a_full_disk_survives_a_kill_9(bash_factory, small_di
 
 
 @pytest.mark.slow
-def test_a_task_that_succeeds_after_its_output_hit_the_full_disk_is_told(bash_factory, small_disk):
+def test_a_task_that_succeeds_after_its_output_hit_the_full_disk_is_told(bash_factory, small_disk, tmp_path):
     """The gap issue 25 left: the note was decided by a failing exit alone, so `yes || true` (its writes refused,
     exit 0) was not told. Its output ends on a block's edge (the kernel refuses a write at the first page it has
     no room for), which makes the end look at the disk. An output on a block's edge on a disk with room gets no
@@ -80,7 +87,7 @@ def test_a_task_that_succeeds_after_its_output_hit_the_full_disk_is_told(bash_fa
     daemon = bash_factory(socket=False, state_dir=_state(small_disk))
     edge = daemon.call("run", cmd="head -c 8192 /dev/zero", wait_seconds=20)
     assert (edge["status"], edge["exit_code"], edge["note"], edge["stdout"]["size"]) == ("done", 0, None, 8192), edge
-    answer = daemon.call("run", cmd="sleep 0.2; yes || true", name="quiet", wait_seconds=30)
+    answer = _flood(daemon, small_disk, tmp_path, "quiet", "yes || true")
     assert answer["status"] == "done" and answer["exit_code"] == 0, answer
     note = answer["note"] or ""
     assert "the state disk is full" in note and "output may be cut short (No space left on device)" in note, answer
