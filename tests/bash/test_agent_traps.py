@@ -99,7 +99,7 @@ def test_wait_for_matches_a_ready_line_printed_between_two_calls(agent, daemon, 
 # ----- deliverable 2: a trailing `&` ---------------------------------------------------------------------------
 
 def test_a_trailing_ampersand_is_waited_on_and_said_in_every_answer(agent):
-    text = agent.call("run", cmd="(sleep 1; echo ready; sleep 5) &", name="amp", wait_for="ready", wait_seconds=20)
+    text = agent.call("run", cmd="(sleep 1; echo ready; sleep 30) &", name="amp", wait_for="ready", wait_seconds=20)
     lines = text.splitlines()
     assert lines[0].startswith("id=amp status=done exit_code=0") and "leftover_processes=1" in lines[0], text
     assert any(line.startswith("the shell exited; 1 process it started still runs and writes to its output")

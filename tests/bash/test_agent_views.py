@@ -85,7 +85,7 @@ def test_without_a_socket_no_answer_promises_a_todo(engine):
     tools = build_registry(engine)
     listing = {t["name"]: t["description"] for t in tools.listing()}
     assert "todo" not in listing["run"] and "check with status" in listing["run"]
-    res = call(tools, "run", cmd="sleep 5", name="nosock", wait_seconds=0)
+    res = call(tools, "run", cmd="sleep 30", name="nosock", wait_seconds=0)
     assert "todo" not in res.text and 'check it with status(id="nosock", wait_seconds=30)' in res.text
     call(tools, "kill", id="nosock", force=True)
 
