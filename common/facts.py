@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-import json
+import re
+from json.encoder import encode_basestring_ascii  # what json.dumps(str) returns, without its dispatch
 from typing import Any
+
+# A value that needs quoting: whitespace (re's \s is str.isspace, both Py_UNICODE_ISSPACE), a quote or `=`.
+# One search per value: a generator per character was a third of a `run` answer's text (docs/performance.md).
+_NEEDS_QUOTES = re.compile(r"[\s\"'=]").search
 
 
 def kv(**facts: Any) -> str:
@@ -12,15 +17,16 @@ def kv(**facts: Any) -> str:
     (leave it out with `known`). Floats: six decimals at most for a `..._usd` key, one elsewhere."""
     out = []
     for key, value in facts.items():
-        if value is None:
-            value = "unknown"
-        elif isinstance(value, bool):
-            value = "true" if value else "false"
-        elif isinstance(value, float):
-            value = f"{value:.6f}".rstrip("0").rstrip(".") if key.endswith("usd") else f"{value:.1f}"
-        value = str(value)
-        if not value or any(c.isspace() or c in "\"'=" for c in value):
-            value = json.dumps(value)
+        if type(value) is not str:  # most facts are text already
+            if value is None:
+                value = "unknown"
+            elif isinstance(value, bool):
+                value = "true" if value else "false"
+            elif isinstance(value, float):
+                value = f"{value:.6f}".rstrip("0").rstrip(".") if key.endswith("usd") else f"{value:.1f}"
+            value = str(value)
+        if not value or _NEEDS_QUOTES(value) is not None:
+            value = encode_basestring_ascii(value)
         out.append(f"{key}={value}")
     return " ".join(out)
 
