@@ -17,8 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -59,21 +58,33 @@ class Cancellation:
             except Exception:  # a waker that fails must not break the serving loop that hung up
                 log.exception("waking a cancelled wait failed")
 
-    @contextmanager
-    def wakes(self, cond: threading.Condition) -> Iterator[None]:
+    def wakes(self, cond: threading.Condition) -> _Wakes:
         """While inside: a cancel notifies `cond` (whose waiters check `fired`). Take it without holding `cond`."""
-        def wake() -> None:
-            with cond:
-                cond.notify_all()
+        return _Wakes(self, cond)
 
-        with self._lock:
-            self._wakers.append(wake)
-        try:
-            yield
-        finally:
-            with self._lock:
-                if wake in self._wakers:
-                    self._wakers.remove(wake)
+
+class _Wakes:
+    """`Cancellation.wakes`'s block: a class rather than a generator (every inline wait enters one)."""
+
+    __slots__ = ("_cancel", "_cond")
+
+    def __init__(self, cancel: Cancellation, cond: threading.Condition):
+        self._cancel, self._cond = cancel, cond
+
+    def __enter__(self) -> None:
+        cancel = self._cancel
+        with cancel._lock:
+            cancel._wakers.append(self.wake)
+
+    def __exit__(self, *exc: object) -> None:
+        cancel = self._cancel
+        with cancel._lock:
+            if self.wake in cancel._wakers:
+                cancel._wakers.remove(self.wake)
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
 
 
 class ProgressSink(Protocol):

@@ -8,8 +8,7 @@ import os
 import select
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
 WAIT_CAP_SECONDS = 30.0
@@ -73,22 +72,34 @@ class WaitSlots:
             self._in_use += 1
             return True
 
-    @contextmanager
-    def held(self) -> Iterator[bool]:
+    def held(self) -> "_SlotHeld":
         """The wait-slot rule as one block: True inside when a slot was free (wait, then it is released on
         exit), False when every slot is taken (answer at once with the state as it is)."""
-        got = self.try_acquire()
-        try:
-            yield got
-        finally:
-            if got:
-                self.release()
+        return _SlotHeld(self)
 
     def release(self) -> None:
         with self._lock:
             if self._in_use <= 0:
                 raise RuntimeError("WaitSlots.release without acquire")
             self._in_use -= 1
+
+
+class _SlotHeld:
+    """`WaitSlots.held`'s block: a class rather than a generator (every inline wait enters one)."""
+
+    __slots__ = ("_slots", "_got")
+
+    def __init__(self, slots: WaitSlots):
+        self._slots = slots
+        self._got = False
+
+    def __enter__(self) -> bool:
+        self._got = self._slots.try_acquire()
+        return self._got
+
+    def __exit__(self, *exc: object) -> None:
+        if self._got:
+            self._slots.release()
 
 
 class Doorbell:

@@ -109,8 +109,9 @@ class Answers:
         else:
             read_output(view, self.store, request, seen_to, self.tail_bytes, sizes)
         output = view.output  # set by read_output
-        if shows and (request is None or request.moves_cursor) and output is not None and output.read_to:
-            with self.registry.locked() as tasks:
+        if shows and (request is None or request.moves_cursor) and output is not None and any(
+                seen_to.get(stream, 0) != offset for stream, offset in output.read_to.items()):
+            with self.registry.locked() as tasks:  # (a cursor that does not move takes no lock: most answers)
                 tasks.agent.shown_to(entry, output.read_to)
         if leftovers:
             alive = [p for p in leftovers if self.ops.is_alive(p)]

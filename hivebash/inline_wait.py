@@ -42,6 +42,11 @@ def wait_ended(tasks: LockedTasks, entries: list[TaskEntry], seconds: float, can
 
 
 def _stop(entries: list[TaskEntry], cancel: Cancellation | None, every: bool = False) -> Callable[[], bool]:
+    if len(entries) == 1:  # run's wait, and most of status's: no generator per look
+        task = entries[0].task
+        if cancel is None:
+            return lambda: task.terminal
+        return lambda: cancel.fired or task.terminal
     ended = all if every else any
     if cancel is None:
         return lambda: ended(e.task.terminal for e in entries)

@@ -158,12 +158,12 @@ def _lines_text(shown: _Shown) -> str:
 
 
 def _head(stream: str, s: _Shown, new_only: bool, was: int | None, again: str) -> str:
+    if not new_only and not s.size:  # most streams of most tasks: nothing to count
+        return f"--- {stream}: empty ---"
     cut = f"truncated (was {was} bytes when last shown, now {s.size}); " if was is not None else ""
     lines = _lines_text(s)
     total = s.total(s.ends_nl)
     if not new_only:
-        if not s.size:
-            return f"--- {stream}: empty ---"
         if s.first == 0:
             return f"--- {stream}: {lines}{size_text(s.size)} ---"
         shown_lines = (s.last_line or 0) - (s.first_line or 0) + 1 if s.text else 0
