@@ -94,7 +94,8 @@ class _Handle:
             self._cond.release()
         for runner in starting:
             runner.start()
-        self._todos.flush()
+        if self._todos.queued:  # most releases decided no todo call: no flush call either
+            self._todos.flush()
 
 
 class LockedTasks:
