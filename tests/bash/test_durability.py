@@ -277,6 +277,9 @@ def test_a_flushed_record_is_freed_by_the_flusher_not_by_the_rename(tmp_path):
     store.flusher.sync = recorder
     pending = _save(store, "t", "pending")
     wait_until(lambda: recorder.states("t") == ["pending"], 10, "the pending record's flush")
+    # the flusher counts the record as on the disk only once its whole batch (and the directory) is flushed,
+    # after the sync the recorder saw: the next save must come after that, or it rightly holds nothing
+    wait_until(lambda: store.flusher.reached_disk(store._written["t"]), 10, "the flush to be counted")
     _save(store, "t", "done")
     assert [(s.st_ino, s.st_nlink) for s in closes.held] == [(pending.st_ino, 0)], \
         "the replaced record was held across the rename, its last reference handed to the flusher"
