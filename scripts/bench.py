@@ -40,8 +40,9 @@ def main() -> int:
         for area in args.only or AREAS:
             try:
                 module = importlib.import_module(f"bench_{area}")
-            except ModuleNotFoundError as exc:
-                print(f"[{area}] not available: {exc}", file=sys.stderr)
+            except ImportError as exc:  # a bench that cannot load is a failure to see, not an area to skip
+                print(f"[{area}] cannot load: {exc}", file=sys.stderr)
+                rows.append(Row(area, f"bench_{area}", "error", note=f"cannot load: {exc}", ok=False))
                 continue
             for bench in module.BENCHMARKS:
                 if args.bench and not any(part in bench.__name__ for part in args.bench):

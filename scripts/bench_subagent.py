@@ -17,8 +17,8 @@ from pathlib import Path
 
 from bench_support import REPO, VENV_BIN, Daemon, McpConnection, Row
 
-sys.path.insert(0, str(REPO / "tests" / "subagent"))
-from mock_messages_api import MockMessagesServer, claude_env
+sys.path.insert(0, str(REPO / "tests"))  # the tests' own Messages API mock, as tests/kit holds it
+from kit.mock_messages_api import MockMessagesServer, claude_env
 
 CLAUDE = REPO / ".cache" / "npm" / "node_modules" / ".bin" / "claude"
 HOLD_SECONDS = 2.0  # the mock holds each model call this long: a turn of ~2.4 s (real turns run far longer)
