@@ -165,6 +165,17 @@ class Outbox:
             log.info("todo outbox: %s is whole again (%d pending todo(s) on disk)", self.journal, len(self._live))
             self.unsaved = False
 
+    def looks_removed(self) -> bool:
+        """One fstat, safe without the delivery's lock: a descriptor closed or replaced meanwhile answers True
+        (the caller then checks again under the lock), so a removal is never missed, only checked twice."""
+        fd = self._fd
+        if not self.usable or fd is None:
+            return False
+        try:
+            return os.fstat(fd).st_nlink == 0
+        except OSError:
+            return True
+
     def repair_if_removed(self) -> bool:
         """Make the journal again, from memory, if it was removed under us (its directory too): appends to a
         removed file reach no disk. One fstat. True when it was made again."""

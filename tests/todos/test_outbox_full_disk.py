@@ -49,10 +49,28 @@ def test_a_removed_outbox_is_made_again_from_memory(tmp_path, caplog):
     box.save(1, "a", _message(1))
     box.save(2, "b", _message(2))
     assert not box.repair_if_removed()  # in place: one fstat, nothing done
+    assert not box.looks_removed()
     shutil.rmtree(state / "todos")
+    assert box.looks_removed()  # the lock-free check the daemons make after each answer
     caplog.set_level(logging.WARNING)
     assert box.repair_if_removed()
+    assert not box.looks_removed()
     assert "was removed while the daemon ran: made again with the 2 pending todo(s)" in caplog.text
     assert (state / "todos" / "bash").stat().st_mode & 0o777 == 0o700
     box.save(3, "c", _message(3))
     assert sorted(read_journal(box.journal)) == ["a", "b", "c"]
+
+
+def test_a_journal_descriptor_closed_meanwhile_counts_as_maybe_removed(tmp_path):
+    """looks_removed runs without the delivery's lock: a descriptor another thread closed or replaced must send
+    the caller to the locked check, never hide a removal."""
+    import os
+
+    box = Outbox(tmp_path / "state" / "todos" / "bash")
+    box.load()
+    box.save(1, "a", _message(1))
+    fd = box._fd
+    os.close(fd)  # as a concurrent rewrite would, between the read of _fd and the fstat
+    assert box.looks_removed()
+    box._fd = None  # closed for good: nothing to check
+    assert not box.looks_removed()
