@@ -166,8 +166,9 @@ class Outbox:
             self.unsaved = False
 
     def looks_removed(self) -> bool:
-        """One fstat, safe without the delivery's lock: a descriptor closed or replaced meanwhile answers True
-        (the caller then checks again under the lock), so a removal is never missed, only checked twice."""
+        """One fstat, safe without the delivery's lock: a descriptor closed meanwhile answers True (the caller
+        then checks again under the lock); one whose number was reused at that instant may answer False, and
+        the removal is then seen at the next check (the next answer, or the delivery thread's next send)."""
         fd = self._fd
         if not self.usable or fd is None:
             return False
