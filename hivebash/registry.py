@@ -94,8 +94,7 @@ class _Handle:
             self._cond.release()
         for runner in starting:
             runner.start()
-        if self._todos.queued:  # most releases decided no todo call: no flush call either
-            self._todos.flush()
+        self._todos.flush()
 
 
 class LockedTasks:

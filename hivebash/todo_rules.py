@@ -72,9 +72,8 @@ class TodoCalls:
 
     def __init__(self, todos: Todos):
         self.todos = todos
-        self._pending_lock = threading.Lock()  # guards queued
-        # read without the lock as a hint (TodoCalls.flush, the registry's handle): whoever queues flushes after
-        self.queued: collections.deque[tuple[str, tuple]] = collections.deque()
+        self._pending_lock = threading.Lock()  # guards _pending
+        self._pending: collections.deque[tuple[str, tuple]] = collections.deque()
         self._delivering = threading.Lock()  # held by the one thread delivering the pending calls
 
     def upsert(self, todo: Todo) -> None:
@@ -85,7 +84,7 @@ class TodoCalls:
 
     def _queue(self, op: str, *args) -> None:
         with self._pending_lock:
-            self.queued.append((op, args))
+            self._pending.append((op, args))
 
     def flush(self) -> None:
         """Deliver queued todo calls in decision order, outside the registry's lock, one deliverer at a time
@@ -93,7 +92,7 @@ class TodoCalls:
 
         A caller that finds another deliverer at work leaves at once: that deliverer takes its calls too (they
         are queued before this is called), so no tool call queues behind another call's outbox write."""
-        if not self.queued:  # a hint read without the lock: whoever queues a call flushes after it
+        if not self._pending:  # a hint read without the lock: whoever queues a call flushes after it
             return
         while True:
             if not self._delivering.acquire(blocking=False):
@@ -101,7 +100,7 @@ class TodoCalls:
             try:
                 while True:
                     with self._pending_lock:
-                        calls, self.queued = self.queued, collections.deque()
+                        calls, self._pending = self._pending, collections.deque()
                     if not calls:
                         break
                     for op, args in calls:
@@ -112,5 +111,5 @@ class TodoCalls:
             finally:
                 self._delivering.release()
             with self._pending_lock:  # a call queued after our last look, whose producer saw the lock held
-                if not self.queued:
+                if not self._pending:
                     return
