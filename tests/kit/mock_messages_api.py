@@ -132,25 +132,21 @@ def current_prompt(messages: list[dict]) -> tuple[str, str | None]:
     return "", None
 
 
+# Each one-value directive: the Directives field it sets and how its text is read (MOCK:tool adds a call).
+_FIELDS = {"sleep": ("sleep", float), "fail": ("fail", int), "reply": ("reply", str),
+           "cost": ("output_tokens", int), "long": ("long", int), "hold": ("hold", str)}
+
+
 def parse_directives(text: str) -> Directives:
     d = Directives()
     for word_key, word_value, line_key, line_value in _DIRECTIVE.findall(text):
         key, value = (word_key, word_value) if word_key else (line_key, line_value.strip())
-        if key == "sleep":
-            d.sleep = float(value)
-        elif key == "fail":
-            d.fail = int(value)
-        elif key == "reply":
-            d.reply = value
-        elif key == "cost":
-            d.output_tokens = int(value)
-        elif key == "long":
-            d.long = int(value)
-        elif key == "hold":
-            d.hold = value
-        elif key == "tool":
+        if key == "tool":
             name, _, raw = value.partition(" ")
             d.tools.append((name, json.loads(raw) if raw.strip() else {}))
+        else:
+            field_name, read = _FIELDS[key]
+            setattr(d, field_name, read(value))
     return d
 
 
