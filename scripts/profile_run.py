@@ -37,30 +37,38 @@ def main() -> None:
     parser.add_argument("--tree", type=Path, default=REPO, help="the checkout whose code runs (default: this one)")
     parser.add_argument("-n", type=int, default=500, help=f"run() calls measured, after {WARM_UP} warm-up calls")
     parser.add_argument("--top", type=int, default=0, help="also list the N most-called functions of each part")
+    parser.add_argument("--opcodes", action="store_true",
+                        help="count bytecode instructions executed a run instead of calls (the interpreter's own "
+                             "work, which the daemon's CPU under load follows; no wall or CPU figures)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        _child(args.n, args.top)
+        _child(args.n, args.top, args.opcodes)
         return
     env = {k: v for k, v in os.environ.items() if k not in ("HIVE_AGENT_SOCKET", "PYTHONPATH")}
     env |= {"PYTHONPATH": str(args.tree.resolve()), "HIVE_BASH_KEEP_TASKS": "100000"}
     (REPO / ".cache").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=REPO / ".cache", prefix="profile-run-") as state:
-        child = [sys.executable, str(Path(__file__).resolve()), "--child", "-n", str(args.n), "--top", str(args.top)]
+        child = [sys.executable, str(Path(__file__).resolve()), "--child", "-n", str(args.n), "--top", str(args.top),
+                 *(["--opcodes"] if args.opcodes else [])]
         sys.exit(subprocess.run(child, cwd=state, env=env, stdin=subprocess.DEVNULL).returncode)
 
 
-def _child(n: int, top: int) -> None:
+def _child(n: int, top: int, opcodes: bool) -> None:
     import common.serve
 
     def drive(app, settings, *, on_stop, listener=None) -> None:
         try:
-            _measure(app, str(settings.port or 1), n, top)
+            (_count_opcodes if opcodes else _measure)(app, str(settings.port or 1), n, top)
         finally:
             on_stop()
 
     common.serve.serve_daemon = drive  # the daemon's own start, with this driver in place of the serving loop
-    _profile_new_threads()
+    if opcodes:
+        threading.settrace(_trace_if_counting)
+        sys.settrace(_trace_if_counting)
+    else:
+        _profile_new_threads()
     sys.argv = ["hive-bash-daemon", "--port", "0", "--log-level", "warning"]
     from hivebash.cli import daemon_main
     daemon_main()
@@ -107,6 +115,49 @@ def _measure(app, port: str, n: int, top: int) -> None:
         _call(app, port, WARM_UP + n + i)
     request.disable()
     _report(n, walls, cpus, [("request thread", request), *THREADS], top)
+
+
+OPCODES: dict[tuple[str, str, str], int] = {}  # (part, file, function) -> instructions executed
+COUNTING = threading.Event()
+
+
+def _part(name: str) -> str:
+    if name == "MainThread":
+        return "request thread"
+    return "bash-worker" if name.startswith("task-") else name.rstrip("0123456789").rstrip("-")
+
+
+def _trace_if_counting(frame, event, arg):
+    """The trace function of every thread: while COUNTING, each Python frame counts its instructions."""
+    if not COUNTING.is_set():
+        return None
+    key = (_part(threading.current_thread().name), frame.f_code.co_filename, frame.f_code.co_name)
+    frame.f_trace_opcodes = True
+
+    def count(frame, event, arg):
+        if event == "opcode":
+            OPCODES[key] = OPCODES.get(key, 0) + 1
+        return count
+
+    return count
+
+
+def _count_opcodes(app, port: str, n: int, top: int) -> None:
+    for i in range(WARM_UP):
+        _call(app, port, i)
+    COUNTING.set()
+    for i in range(n):
+        _call(app, port, WARM_UP + i)
+    COUNTING.clear()
+    parts: dict[str, dict[tuple[str, str], int]] = {}
+    for (part, f, fn), count in OPCODES.items():
+        parts.setdefault(part, {})[(f, fn)] = count
+    print(f"code: {sys.modules['hivebash'].__file__.rsplit('/hivebash/', 1)[0]}; {n} run(\"true\", wait_seconds=30)")
+    print(f"  all parts: {sum(OPCODES.values()) / n:.0f} bytecode instructions a run")
+    for part, counts in sorted(parts.items(), key=lambda kv: -sum(kv[1].values())):
+        print(f"  {part}: {sum(counts.values()) / n:.0f} instructions a run")
+        for (f, fn), c in sorted(counts.items(), key=lambda kv: -kv[1])[:top]:
+            print(f"      {c / n:7.1f}  {f.replace(str(REPO) + '/', '')} {fn}")
 
 
 THREADS: list[tuple[str, object]] = []  # (thread name, its cProfile.Profile), one a thread the daemon starts
