@@ -187,6 +187,24 @@ def _head(stream: str, s: _Shown, new_only: bool, was: int | None, again: str) -
             f"{again} shows the next ---")
 
 
+_NOTHING = _Shown(0, 0, 0, 0, b"", "", 0, 0)  # an empty stream, as `_read` shows it
+
+
+def _read_all(sources: list[Source], sizes: dict[str, int], cursor: dict[str, int], new_only: bool, budget: int,
+              cap: int | None, lines: int | None) -> dict[str, _Shown]:
+    """Each stream's part, within `budget` bytes in all."""
+    begin = {s.stream: cursor[s.stream] if new_only else 0 for s in sources}
+    shares, left = {}, budget - 200 * len(sources)
+    by_need = sorted(sources, key=lambda s: sizes[s.stream] - begin[s.stream])
+    for i, src in enumerate(by_need):  # a short stream leaves the rest of its share to the longer one
+        # (text: an escaped byte takes up to 4 bytes of it)
+        shares[src.stream] = min(4 * (sizes[src.stream] - begin[src.stream]), left // (len(by_need) - i),
+                                 cap if cap is not None else budget)
+        left -= shares[src.stream]
+    return {src.stream: _read(src, sizes[src.stream], begin[src.stream], max(shares[src.stream], 1), new_only, lines)
+            for src in sources}
+
+
 def tail(sources: list[Source], cursors: dict[str, int] | None = None, new_only: bool = False,
          budget: int = VIEW_BUDGET, cap: int | None = None, lines: int | None = None,
          again: str = "new_only=true again") -> View:
@@ -203,18 +221,14 @@ def tail(sources: list[Source], cursors: dict[str, int] | None = None, new_only:
             sizes[src.stream] = 0
     truncated = {s.stream for s in sources if cursors.get(s.stream, 0) > sizes[s.stream]}
     cursor = {s.stream: 0 if s.stream in truncated else cursors.get(s.stream, 0) for s in sources}
-    begin = {s.stream: cursor[s.stream] if new_only else 0 for s in sources}
-    shares, left = {}, budget - 200 * len(sources)
-    by_need = sorted(sources, key=lambda s: sizes[s.stream] - begin[s.stream])
-    for i, src in enumerate(by_need):  # a short stream leaves the rest of its share to the longer one
-        # (text: an escaped byte takes up to 4 bytes of it)
-        shares[src.stream] = min(4 * (sizes[src.stream] - begin[src.stream]), left // (len(by_need) - i),
-                                 cap if cap is not None else budget)
-        left -= shares[src.stream]
+    if new_only or any(sizes.values()):
+        shown = _read_all(sources, sizes, cursor, new_only, budget, cap, lines)
+    else:  # most views of most tasks: nothing printed, nothing to read
+        shown = dict.fromkeys(sizes, _NOTHING)
     parts, data, read_to = [], {}, {}
     for src in sources:
         size = sizes[src.stream]
-        s = _read(src, size, begin[src.stream], max(shares[src.stream], 1), new_only, lines)
+        s = shown[src.stream]
         # The cursor moves over what was shown, when what was shown starts where the unseen output does.
         read_to[src.stream] = s.end if s.first <= cursor[src.stream] else cursor[src.stream]
         was = cursors.get(src.stream) if src.stream in truncated else None
