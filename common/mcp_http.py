@@ -37,15 +37,16 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from pydantic import ValidationError
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.http import HTTP_STATUS_CODES
-from werkzeug.utils import cached_property
 from werkzeug.wrappers import Request, Response
 
 from common import after_answer
 from common.config import ServerSettings
 from common.event_stream import StreamedCall
 from common.http_guard import Guard, read_token_file
+from common.json_text import compact
 from common.mcp_methods import McpMethods, RpcError, error_body, first_error
 from common.mcp_sessions import Session, SessionTable
+from common.request_headers import EnvironHeaders, environ_key
 from common.tools import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ class JsonAnswer:
     __slots__ = ("status", "headers", "body")
 
     def __init__(self, body: Any, status: int = 200, headers: dict[str, str] | None = None):
-        self.body = json.dumps(body, separators=(",", ":")).encode()
+        self.body = compact(body).encode()
         self.status = status
         self.headers = [*(headers or {}).items(), ("Content-Type", "application/json"),
                         ("Content-Length", str(len(self.body)))]
@@ -90,26 +91,16 @@ def _invalid(rule: str) -> RpcError:
     return RpcError(INVALID_REQUEST, f"Invalid request: {rule}")
 
 
-def _lowered_headers(environ: dict[str, Any]) -> dict[str, str]:
-    """The request's headers by lower-case name, read straight from the WSGI environ (werkzeug's header view
-    decodes and re-cases every name on each pass)."""
-    return {key[5:].replace("_", "-").lower(): value for key, value in environ.items() if key.startswith("HTTP_")}
-
-
 class McpRequest(Request):
-    """werkzeug's Request, with the headers read once into a dict by lower-case name: a request's path looks
-    up seven of them, and each lookup through werkzeug's header view re-cases the name."""
+    """werkzeug's Request, with its headers read straight from the environ (`header`, EnvironHeaders)."""
 
     start_response: StartResponse  # set before routing: a streamed answer starts before the route returns
     body_bytes = 0  # the size of the body read (a tools/call over max_body_bytes is refused as a tool error)
 
-    @cached_property
-    def lowered_headers(self) -> dict[str, str]:
-        return _lowered_headers(self.environ)
-
     def header(self, name: str) -> str | None:
         """One HTTP header (not Content-Type or Content-Length: WSGI keeps those apart)."""
-        return self.lowered_headers.get(name.lower())
+        value: str | None = self.environ.get(environ_key(name))
+        return value
 
 
 def _accepts_json(request: McpRequest) -> bool:
@@ -255,7 +246,7 @@ class McpApp:
         # No find_duplicated_routing_header here: waitress folds repeated header lines into one value ("a, b"),
         # which never equals the body's, so the ladder refuses a duplicate as a mismatch (tests:
         # test_a_routing_header_sent_twice_is_refused).
-        verdict = classify_inbound_request(body, headers=request.lowered_headers)
+        verdict = classify_inbound_request(body, headers=EnvironHeaders(request.environ))
         if isinstance(verdict, InboundLadderRejection):
             return self._modern_error(request_id, RpcError(verdict.code, verdict.message, verdict.data))
         version = verdict.protocol_version

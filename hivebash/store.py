@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.durability import ALWAYS, FLUSHED, Flusher
+from common.json_text import compact
 from common.names import check_name
 from common.safe_files import NOFOLLOW, create_fresh, open_own, read_own
 from common.state_dir import SHARED_DIR_MODE, remake_dir
@@ -188,7 +189,7 @@ class TaskStore:
         whole or not at all. `made`: an empty temp file made beforehand (a spare's); consumed either way."""
         check_name(task_id, "id")
         try:
-            payload = json.dumps({"version": RECORD_VERSION, **record}, separators=(",", ":")).encode()
+            payload = compact({"version": RECORD_VERSION, **record}).encode()
         except BaseException:
             if made is not None:
                 os.close(made.fd)
@@ -201,7 +202,7 @@ class TaskStore:
         `made` and `end` are consumed either way."""
         check_name(task_id, "id")
         try:
-            payload = json.dumps({"version": RECORD_VERSION, **record}, separators=(",", ":")).encode()
+            payload = compact({"version": RECORD_VERSION, **record}).encode()
             if end is None:
                 path = self.temp_paths(task_id)[1]
                 end = Temp(create_fresh(path, os.O_WRONLY, self.file_mode), path)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common.json_text import utf8_line
 from common.safe_files import NOFOLLOW
 from common.state_dir import remake_dir
 from common.todos.wire import os_reason
@@ -110,7 +111,7 @@ class Outbox:
             if self._needs_rewrite or self._fd is None or self._grown_too_long():
                 self.rewrite()  # the new line is in self._live already (or its removal is)
                 return
-            data = json.dumps(line, ensure_ascii=False).encode("utf-8", "replace") + b"\n"
+            data = utf8_line(line).encode("utf-8", "replace") + b"\n"
             write_all(self._fd, data)
             if self.fsync:
                 os.fsync(self._fd)

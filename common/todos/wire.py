@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from common.json_text import compact_utf8, strict
 from common.names import check_name
 
 OP_UPSERT = "todo.upsert"
@@ -43,7 +44,7 @@ class HarnessBadReply(HarnessError):
 def encode_line(message: dict[str, Any]) -> bytes:
     """One request as a UTF-8 JSON line. Lone surrogates (undecodable file names) become '?' rather than
     bytes that are not UTF-8, which a strict harness would reject."""
-    text = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    text = compact_utf8(message)
     return text.encode("utf-8", "replace") + b"\n"
 
 
@@ -61,7 +62,7 @@ def upsert_message(source: str, key: str, summary: Any, body: Any, data: Any) ->
     try:
         # A round trip, so the outbox and the wire hold plain JSON types (no tuples, no str subclasses); json
         # encodes a dict (any TypedDict is one), not any other mapping.
-        data = json.loads(json.dumps(data if isinstance(data, dict) else dict(data), allow_nan=False))
+        data = json.loads(strict(data if isinstance(data, dict) else dict(data)))
     except (TypeError, ValueError) as e:
         raise ValueError(f"data: must be JSON-serialisable ({e})") from None
     # The summary is one line by contract; fold line breaks rather than lose a completion over one.
