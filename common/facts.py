@@ -14,12 +14,23 @@ _NEEDS_QUOTES = re.compile(r"[\s\"'=]").search
 def kv(**facts: Any) -> str:
     """`key=value` pairs on one line; a value with spaces or quotes is JSON-quoted so the line stays parseable.
     None is a figure nobody reported (a cost without a result line): shown as `unknown`, never as 0 or none
-    (leave it out with `known`). Floats: six decimals at most for a `..._usd` key, one elsewhere."""
+    (leave it out with `known` or `known_kv`). Floats: six decimals at most for a `..._usd` key, one elsewhere."""
+    return _line(facts, "unknown")
+
+
+def known_kv(**facts: Any) -> str:
+    """`kv` of the facts that are known: `kv(**known(...))` in one pass, for the lines every answer starts with."""
+    return _line(facts, None)
+
+
+def _line(facts: dict[str, Any], unknown: str | None) -> str:
     out = []
     for key, value in facts.items():
         if type(value) is not str:  # most facts are text already
             if value is None:
-                value = "unknown"
+                if unknown is None:
+                    continue
+                value = unknown
             elif isinstance(value, bool):
                 value = "true" if value else "false"
             elif isinstance(value, float):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from common.facts import known, kv
+from common.facts import known_kv
 from common.humanize import human_bytes, one_line
 from common.notices import NO_SOCKET, Notices
 from common.tools import ToolResult
@@ -43,14 +43,14 @@ def facts_line(view: TaskView) -> str:
     """The stable first line: id, status, exit code / signal, duration, resources."""
     t, r = view.task, view.task.result
     usage = r.rusage if r else None
-    return kv(**known(
+    return known_kv(
         id=t.id, status=t.state, stdin=t.stdin if t.stdin != "null" else None,
         exit_code=r.exit_code if r else None, signal=r.signal or None if r else None,
         duration=f"{view.duration:.2f}s" if view.duration is not None else None,
         cpu=f"{usage.cpu_seconds:.2f}s" if usage else None,
         # Else the figure is the daemon's own peak, not the task's: left out.
         max_rss=human_bytes(usage.max_rss_bytes) if usage and usage.max_rss_exact else None,
-        queue_position=view.queue_position or None, leftover_processes=len(view.leftovers) or None))
+        queue_position=view.queue_position or None, leftover_processes=len(view.leftovers) or None)
 
 
 def _failure_block(view: TaskView) -> str:

@@ -19,7 +19,7 @@ import collections
 import logging
 import threading
 
-from common.facts import known, kv
+from common.facts import known_kv
 from common.humanize import one_line
 from common.todos import Todos
 
@@ -53,10 +53,10 @@ def running_todo(entry: TaskEntry, queued: bool, store: TaskStore) -> Todo:
 def completion_todo(entry: TaskEntry, store: TaskStore, data: dict) -> Todo:
     """The completion todo of an ended task; `data` is its view."""
     task, r = entry.task, entry.task.result
-    facts = kv(**known(status=task.shown_state, exit_code=r.exit_code if r else None,
-                       signal=r.signal or None if r else None,
-                       duration=f"{r.duration:.2f}s" if r and r.duration is not None else None,
-                       leftover_processes=len(entry.leftovers) or None))
+    facts = known_kv(status=task.shown_state, exit_code=r.exit_code if r else None,
+                     signal=r.signal or None if r else None,
+                     duration=f"{r.duration:.2f}s" if r and r.duration is not None else None,
+                     leftover_processes=len(entry.leftovers) or None)
     out, err = store.file(task.id, "out"), store.file(task.id, "err")
     body = (f"bash task {task.id} finished: {facts}\n"
             f"command: {one_line(task.cmd, 200)}\n" + (f"note: {r.note}\n" if r and r.note else "") +
