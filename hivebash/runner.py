@@ -140,7 +140,9 @@ class TaskRunner:
         self._rung = False  # the eventfd was written to: the worker leaves it drained for the thread's next task
         self._wake_lock = threading.Lock()
         self.pool = pool
-        self._done = threading.Event()
+        # Held until the worker has finished: `join` acquires it (a C lock; an Event is two Python objects a task).
+        self._running = threading.Lock()
+        self._running.acquire()
         self._proc: Leader | None = None  # spawned by `start`, supervised by the worker
         self._failure: str | None = None  # why `start` could not spawn it
         self._broken: str | None = None  # why the task, spawned, cannot be supervised (it is stopped)
@@ -166,7 +168,10 @@ class TaskRunner:
 
     def join(self, timeout: float) -> bool:
         """Wait until the worker has finished (a runner not started yet is waited for too); True if it has."""
-        return self._done.wait(timeout)
+        if not self._running.acquire(timeout=timeout):
+            return False
+        self._running.release()  # for any other joiner
+        return True
 
     def poke(self) -> None:
         """Wake the worker (a kill was asked); never blocks."""
@@ -204,7 +209,7 @@ class TaskRunner:
                 os.close(fd)
             self.outputs = None
             thread.name = pooled_name
-            self._done.set()
+            self._running.release()
 
     def _supervise_or_stop(self, proc: Leader, wake: int) -> None:
         """Supervise the task to its end; if the worker fails once the process runs, stop the task instead."""
