@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import copy
 import signal
 import threading
 import time
@@ -175,7 +174,7 @@ class LockedTasks:
 
     def snapshot(self, entry: TaskEntry) -> TaskView:
         task = entry.task
-        snap = copy.copy(task)  # every field is a flat value or a result that is never changed once attached
+        snap = T.shallow_copy(task)  # every field is a flat value or a result that is never changed once attached
         snap.state = task.shown_state
         duration: float | None
         if snap.state == T.RUNNING and task.started_mono is not None:

@@ -150,6 +150,14 @@ class Task:
         return task
 
 
+def shallow_copy(task: Task) -> Task:
+    """What copy.copy(task) makes (the same fields, the same values), without the pickle protocol it goes
+    through: ~115 instructions at every snapshot of a task."""
+    snap = Task.__new__(Task)
+    snap.__dict__.update(task.__dict__)
+    return snap
+
+
 RUNTIME_FIELDS = frozenset({"started_mono", "stop"})  # a Task's fields that no record holds
 
 
