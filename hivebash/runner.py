@@ -107,6 +107,14 @@ class Launcher:
 _MARKER_KEY = os.fsencode(MARKER_ENV)
 
 
+def _held_lock() -> threading.Lock:
+    """A lock already held: a C lock the worker releases at its end, where a threading.Event would be a
+    Condition and a Lock built in Python for every task."""
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
 @functools.cache
 def _devnull() -> int:
     """/dev/null for every task's stdin, opened once per process and never closed: closing it while a spawn
@@ -130,9 +138,7 @@ class TaskRunner:
         self.kill_grace = kill_grace
         self.subreaper = subreaper
         self.launcher = launcher
-        # The task's output files, when whoever queued it already has them open (Engine.run): the worker then
-        # does not open them again. It closes them after the spawn.
-        self.outputs: tuple[int, int] | None = None
+        self.outputs: tuple[int, int] | None = None  # the output files, if the caller has them open (closed at spawn)
         # An eventfd the engine writes to (kill asked) and the worker polls beside the leader's pidfd: the pooled
         # thread's own (workers.WorkerPool), known once the worker runs. A poke before then is kept in `_poked`.
         self._wake: int | None = None
@@ -140,9 +146,7 @@ class TaskRunner:
         self._rung = False  # the eventfd was written to: the worker leaves it drained for the thread's next task
         self._wake_lock = threading.Lock()
         self.pool = pool
-        # Held until the worker has finished: `join` acquires it (a C lock; an Event is two Python objects a task).
-        self._running = threading.Lock()
-        self._running.acquire()
+        self._running = _held_lock()  # released once the worker has finished (join)
         self._proc: Leader | None = None  # spawned by `start`, supervised by the worker
         self._failure: str | None = None  # why `start` could not spawn it
         self._broken: str | None = None  # why the task, spawned, cannot be supervised (it is stopped)
@@ -168,10 +172,10 @@ class TaskRunner:
 
     def join(self, timeout: float) -> bool:
         """Wait until the worker has finished (a runner not started yet is waited for too); True if it has."""
-        if not self._running.acquire(timeout=timeout):
-            return False
-        self._running.release()  # for any other joiner
-        return True
+        done = self._running.acquire(timeout=timeout)
+        if done:
+            self._running.release()  # for any other joiner
+        return done
 
     def poke(self) -> None:
         """Wake the worker (a kill was asked); never blocks."""
