@@ -15,8 +15,11 @@ import itertools
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 from bench_support import REPO, VENV_BIN, Daemon, McpConnection, Row, percentiles, timed
@@ -150,18 +153,23 @@ def _until_idle(conn: McpConnection, deadline: float) -> None:
         time.sleep(0.005)
 
 
-def throughput(ctx):
-    seconds = 2.0 if ctx.quick else 5.0
-    # Baseline: a plain Python loop spawning and reaping bash -c true.
-    stop = time.monotonic() + seconds
-    count = 0
-    loop_cpu = CpuSplit(os.getpid())
-    while time.monotonic() < stop:
-        _spawn_bash_true()
-        count += 1
-    base_rate = count / seconds
-    _, loop_bash_ms, _ = loop_cpu.per_task(count)
-    with Daemon(DAEMON, ctx.workdir / "tp", env={"HIVE_BASH_KEEP_TASKS": "100000"}) as d:
+TMPFS = "/dev/shm"  # a state directory in memory: the daemon's own CPU, without the disk's (see throughput)
+
+
+@dataclass
+class Load:
+    """What 8 clients calling run("true", wait_seconds=0) for a while cost one daemon."""
+
+    tasks: int
+    rate: float  # tasks a second, until every task submitted was done
+    daemon_ms: float  # the daemon's CPU a task (user + system)
+    tasks_ms: float  # its reaped children's CPU a task (the tasks, the sync tool)
+    idle: float  # % of all cores idle meanwhile
+    problems: list[str]
+
+
+def _load(state: Path, seconds: float) -> Load:
+    with Daemon(DAEMON, state, env={"HIVE_BASH_KEEP_TASKS": "100000"}) as d:
         submitted: list[str] = []
         errors: list[str] = []
         lock = threading.Lock()
@@ -197,17 +205,45 @@ def throughput(ctx):
         daemon_ms, tasks_ms, idle = cpu.per_task(max(1, len(submitted)))
         not_done = [i for i in submitted if conn.call("status", {"id": i})["structuredContent"]["status"] != "done"]
         conn.close()
-    rate = len(submitted) / elapsed
     problems = ([f"{len(errors)} client error(s): {errors[0][:120]}"] if errors else []) + (
         [f"{len(not_done)} task(s) not done, e.g. {not_done[0]}"] if not_done else [])
-    return [Row("bash", "throughput: 8 clients run(wait 0), until all done", "tasks/s", rate, None, len(submitted),
+    return Load(len(submitted), len(submitted) / elapsed, daemon_ms, tasks_ms, idle, problems)
+
+
+def throughput(ctx):
+    """The daemon under load, twice: its state in the bench's directory on disk, as deployed, then in memory.
+    On this VM's disk (ext4, no journal) a file's creation costs what the last minutes deleted nearby, and the
+    disk's figure moved 1.4x-2.5x between runs of one tree; in memory only the daemon's own work is left, and
+    the figure a change on a call's path must not raise is read there (docs/performance.md, Targets)."""
+    seconds = 2.0 if ctx.quick else 5.0
+    # Baseline: a plain Python loop spawning and reaping bash -c true.
+    stop = time.monotonic() + seconds
+    count = 0
+    loop_cpu = CpuSplit(os.getpid())
+    while time.monotonic() < stop:
+        _spawn_bash_true()
+        count += 1
+    base_rate = count / seconds
+    _, loop_bash_ms, _ = loop_cpu.per_task(count)
+    disk = _load(ctx.workdir / "tp", seconds)
+    rows = [Row("bash", "throughput: 8 clients run(wait 0), until all done", "tasks/s", disk.rate, None, disk.tasks,
                 "python loop spawn+reap", base_rate, target="every task done, no client error",
-                ok=not problems, note="; ".join(problems)),
-            Row("bash", "throughput: daemon CPU per task (user + system)", "ms", daemon_ms, None, len(submitted),
-                "its children's CPU (tasks, sync tool)", tasks_ms,
-                target="no higher than before a change (docs/performance.md, Targets)",
-                note=f"bash alone in the loop: {loop_bash_ms:.2f} ms; the machine idle {idle:.0f}% of "
-                     f"{psutil.cpu_count()} cores; the daemon used {daemon_ms * rate / 1000:.2f} of them")]
+                ok=not disk.problems, note="; ".join(disk.problems)),
+            _cpu_row("throughput: daemon CPU per task (user + system)", disk, loop_bash_ms)]
+    if os.path.isdir(TMPFS) and os.access(TMPFS, os.W_OK):
+        with tempfile.TemporaryDirectory(prefix="hive-bench-", dir=TMPFS) as memory:
+            rows.append(_cpu_row("throughput, state in memory: daemon CPU per task", _load(Path(memory), seconds),
+                                 loop_bash_ms, target="no higher than before a change (docs/performance.md, Targets)"))
+    return rows
+
+
+def _cpu_row(name: str, load: Load, loop_bash_ms: float, target: str = "") -> Row:
+    return Row("bash", name, "ms", load.daemon_ms, None, load.tasks, "its children's CPU (tasks, sync tool)",
+               load.tasks_ms, target=target, ok=False if load.problems else None,
+               note="; ".join(load.problems) or f"bash alone in the loop: {loop_bash_ms:.2f} ms; the machine idle "
+                    f"{load.idle:.0f}% of {psutil.cpu_count()} cores; the daemon used "
+                    f"{load.daemon_ms * load.rate / 1000:.2f} of them")
+
 
 def many_running(ctx):
     tasks = ctx.reps(1000, 200)
