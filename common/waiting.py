@@ -51,6 +51,20 @@ def wait_for(
     return result
 
 
+SLOTS_TAKEN = "every inline-wait slot is taken by other calls"  # why a call did not wait, in both daemons' words
+
+
+def retry_advice(free: str) -> str:
+    """What a call told it could not wait should do: not the same call at once (the slots are still taken),
+    other work first, or free a slot (`free`: what ends the waits it no longer needs, in its daemon's terms)."""
+    return f"do not retry at once: do other work first, or {free}"
+
+
+def busy_advice(free: str, then: str) -> str:
+    """The whole sentence: why it did not wait, what to do, and the call that shows the end (`then`)."""
+    return f"{SLOTS_TAKEN}; {retry_advice(free)}; then {then}"
+
+
 class WaitSlots:
     """At most `limit` inline waits at once, so waits never take every request thread.
 

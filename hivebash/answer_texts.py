@@ -14,6 +14,7 @@ from common.facts import known_kv
 from common.humanize import human_bytes, one_line
 from common.notices import NO_SOCKET, Notices
 from common.tools import ToolResult
+from common.waiting import busy_advice
 
 from . import output_views as ov
 from . import task as T
@@ -137,8 +138,8 @@ def wait_facts(outcome: Outcome) -> tuple[str, dict[str, Any]]:
     return text, data
 
 
-BUSY_ADVICE = ("(no inline wait: every wait slot is taken by other calls; do not retry at once: do other work, or "
-               "kill tasks you no longer wait for, then ask again)\n")
+FREE_A_SLOT = "kill tasks you no longer wait for"  # the bash daemon's way to end waits (common/waiting.py)
+BUSY_ADVICE = f"(no inline wait: {busy_advice(FREE_A_SLOT, 'ask again')})\n"
 
 
 def outcome_result(outcome: Outcome, started_form: bool) -> ToolResult:

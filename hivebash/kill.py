@@ -12,9 +12,10 @@ import threading
 import time
 
 from common.process_seam import ProcInfo
-from common.waiting import cap_wait
+from common.waiting import busy_advice, cap_wait
 
 from . import task as T
+from .answer_texts import FREE_A_SLOT
 from .entry import TaskEntry
 from .rooms import Rooms
 from .views import KillOutcome
@@ -50,8 +51,8 @@ def _after_wait(task: T.Task, force: bool, waited: float, message: str, slot: bo
         return f"{sent}; it ended within {waited:.2f}s: status={task.state}" + (
             f" exit_code={code}" if code is not None else "")
     if not slot:
-        return (f"{sent}; not waited for its end: every wait slot is taken by other calls (do not retry at once: do "
-                f"other work first); status(id=\"{task.id}\", wait_seconds=5) shows its end"
+        return (f"{sent}; not waited for its end: "
+                + busy_advice(FREE_A_SLOT, f'status(id="{task.id}", wait_seconds=5) shows its end')
                 + ("" if force else f'; if it does not end, kill(id="{task.id}", force=true) sends SIGKILL'))
     sig = "SIGKILL" if force else "SIGINT"
     if force:

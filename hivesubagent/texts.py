@@ -9,6 +9,7 @@ from typing import Any, cast
 from common.facts import known, kv
 from common.notices import NO_SOCKET, Notices
 from common.tools import ToolResult
+from common.waiting import SLOTS_TAKEN, busy_advice, retry_advice
 from hivesubagent.answers import (
     LastTurn,
     Outcome,
@@ -23,6 +24,8 @@ from hivesubagent.answers import (
     WorkData,
 )
 from hivesubagent.result_pages import read_on
+
+FREE_A_SLOT = "interrupt the turns you no longer wait for"  # this daemon's way to end waits (common/waiting.py)
 
 LIST_TEXT_BYTES = 7 * 1024  # status() of every session: the lines that fit; an answer the model reads stays < 8 KiB
 
@@ -106,8 +109,8 @@ def _not_ended_yet(view: TurnView, wait: StopWait, again: str, notices: Notices)
     still due, and the one call to make (interrupt again would only send what was sent)."""
     sent = ", ".join(f"{k} ({v})" for k, v in view["signals"].items())
     if wait["skipped"]:
-        why = "this call did not wait for its end: every inline-wait slot is taken by other calls"
-        later = " (do not retry at once: do other work first, or end the waits you no longer need)"
+        why = f"this call did not wait for its end: {SLOTS_TAKEN}"
+        later = f" ({retry_advice(FREE_A_SLOT)})"
     else:
         why, later = f"it had not ended after waiting {wait['waited']:.1f}s", ""
     lines = [f"signals sent: {sent}; the turn is still running: {why}."]
@@ -197,7 +200,7 @@ def _wait_facts(wait: WaitFacts) -> dict[str, Any]:
 
 
 def _busy_note(call: str) -> str:
-    return f"(no inline wait: every wait slot is taken by other calls; {call} tries again)"
+    return f"(no inline wait: {busy_advice(FREE_A_SLOT, call + ' tries again')})"
 
 
 def render_waited(view: SessionAnswer, wait: WaitFacts) -> str:

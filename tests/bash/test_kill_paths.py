@@ -197,8 +197,8 @@ def test_a_kill_with_every_wait_slot_taken_says_it_did_not_wait_not_that_sigint_
             engine.slots.release()
     first, message = answer.text.splitlines()[:2]
     assert first.endswith(" wait_skipped=busy") and answer.data["wait_skipped"] is True, answer.text
-    assert message.startswith("sent SIGINT to the process group of task t; not waited for its end: every wait slot is "
-                              "taken by other calls"), message
-    assert 'status(id="t", wait_seconds=5) shows its end' in message and "do not retry at once" in message, message
+    assert message.startswith("sent SIGINT to the process group of task t; not waited for its end: every inline-wait "
+                              "slot is taken by other calls; do not retry at once: do other work first, or kill tasks "
+                              'you no longer wait for; then status(id="t", wait_seconds=5) shows its end'), message
     assert "ignores" not in message and "0.00s later" not in message, message
     assert engine.kill("t", force=True).action == "signalled" and ended(engine, "t").state == "killed"

@@ -113,7 +113,8 @@ def test_an_interrupt_with_every_wait_slot_taken_answers_at_once_saying_what_was
             "inline-wait slot is taken by other calls.") in text, text
     assert ('SIGKILL follows if it is still running 0.3s after the SIGINT; '
             'interrupt(name="t", force=true) sends it now.') in text
-    assert 'status(name="t", wait_seconds=30) waits for' in text and "do not retry at once" in text, text
+    assert 'status(name="t", wait_seconds=30) waits for' in text, text
+    assert "(do not retry at once: do other work first, or interrupt the turns you no longer wait for)" in text, text
     assert len(text.encode()) < 8192 and group_signals(ops, pid)[0] == INT
     assert ops.wait_for_call(lambda c: c[0] == "reap") == ("reap", pid)  # the SIGKILL that was due came
     assert group_signals(ops, pid)[:2] == [INT, KILL]

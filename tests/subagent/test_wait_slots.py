@@ -35,7 +35,9 @@ def test_a_wait_with_every_slot_taken_answers_at_once_busy(engine_factory, fake_
         wait_until(lambda: _taken(engine._slots), 10, "the first wait to take the only slot")
         text = tools.call("status", {"name": "long", "wait_seconds": 5}).text
         assert "wait_skipped=busy" in text, text
-        assert 'status(name="long", wait_seconds=30) tries again' in text, text
+        assert ("(no inline wait: every inline-wait slot is taken by other calls; do not retry at once: do other work "
+                'first, or interrupt the turns you no longer wait for; then status(name="long", wait_seconds=30) tries '
+                "again)") in text, text
         several = tools.call("status", {"names": ["long"], "wait_seconds": 5}).text
         assert "wait_skipped=busy" in several, several
     finally:
