@@ -4,10 +4,7 @@ the inline waits that deliver a result instead of a todo, and what the agent was
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-
-from common.waiting import wait_for
 
 from . import task as T
 from .entry import TaskEntry
@@ -19,9 +16,9 @@ class AgentSide:
     """Writes an entry's `inline_waiters`, `spawn_waiters`, `running_todo_due`, `seen`, `todo_open` and
     `seen_to`; nothing else does."""
 
-    def __init__(self, cond: threading.Condition, store: TaskStore, todos: TodoCalls,
+    def __init__(self, wait: Callable[[Callable[[], bool], float], bool], store: TaskStore, todos: TodoCalls,
                  view_of: Callable[[TaskEntry], dict]):
-        self._cond = cond
+        self._wait = wait  # LockedTasks.wait: the table's lock is held by the caller
         self._store = store
         self._todos = todos
         self._view_of = view_of  # the completion todo's data: the task's view
@@ -40,7 +37,7 @@ class AgentSide:
         entry.spawn_waiters += 1
 
     def await_spawn(self, entry: TaskEntry, seconds: float) -> None:
-        wait_for(self._cond, lambda: entry.task.state not in (T.PENDING, T.STARTING), seconds)
+        self._wait(lambda: entry.task.state not in (T.PENDING, T.STARTING), seconds)
         entry.spawn_waiters -= 1
 
     def done_waiting(self, entries: list[TaskEntry], from_run: bool, client_gone: Callable[[], bool]) -> None:

@@ -87,7 +87,8 @@ class _Handle:
         try:
             if tasks.changed:
                 tasks.changed = False
-                self._cond.notify_all()
+                if tasks.waiting:  # (a notify with nobody waiting still costs ~25 instructions of threading.py)
+                    self._cond.notify_all()
             starting, tasks.starting = tasks.starting, []
         finally:
             self._cond.release()
@@ -106,7 +107,7 @@ class LockedTasks:
         self._store = store
         self._ops = ops
         self._max_running = max_running
-        self.agent = AgentSide(cond, store, todos, lambda e: self.snapshot(e).to_dict())
+        self.agent = AgentSide(self.wait, store, todos, lambda e: self.snapshot(e).to_dict())
         self._entries: dict[str, TaskEntry] = {}
         self._reserved: dict[str, Task] = {}
         self.queue: collections.deque[TaskEntry] = collections.deque()
@@ -114,6 +115,7 @@ class LockedTasks:
         self.seq = 0
         self.closing = False
         self.changed = False  # a task changed: the handle wakes every waiter when it is released
+        self.waiting = 0  # calls inside `wait` now (the only way to wait on the table's condition)
         self.starting: list[TaskRunner] = []  # taken from the queue: the handle starts them after the lock
 
     # ----- the table ----------------------------------------------------------------------------------------
@@ -187,8 +189,13 @@ class LockedTasks:
         return TaskView(snap, duration, position, leftovers=[p.pid for p in entry.leftovers], unsaved=entry.unsaved)
 
     def wait(self, predicate: Callable[[], bool], seconds: float) -> bool:
-        """Wait (the lock is released meanwhile) until `predicate()` or `seconds` pass; the predicate."""
-        return wait_for(self._cond, predicate, seconds)
+        """Wait (the lock is released meanwhile) until `predicate()` or `seconds` pass; the predicate. Every
+        wait on the table goes through here: the handle wakes waiters only while `waiting` counts some."""
+        self.waiting += 1
+        try:
+            return wait_for(self._cond, predicate, seconds)
+        finally:
+            self.waiting -= 1
 
     # ----- a task's life ------------------------------------------------------------------------------------
 
