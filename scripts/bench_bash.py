@@ -4,10 +4,9 @@ over it, status with each output view, and the send round trip (tty and pipe).
 Each figure stands beside a baseline measured in the same run.
 
 Noise to know of on the shared dev VM: its root file system is ext4 without a journal, where creating a file
-scans past every inode of its block group freed in the last minute (ext4's recently_deleted()). Every task
-creates files, so right after something deleted many files nearby (a test suite under /tmp, an earlier bench
-run's cleanup) the round trip measured 5-6x instead of 2.5x. bench.py therefore runs the daemons in the
-directory where a file creation is quickest at the start (bench_support.choose_workdir, figures printed).
+scans past every inode of its block group freed in the last minutes (ext4's recently_deleted()); right after
+something deleted many files nearby the round trip measured 5-6x instead of 2.5x. bench.py runs the daemons
+where a file creation is quickest at the start (bench_support.choose_workdir); throughput also runs in memory.
 Compare code changes in interleaved runs all the same: two cores shared with other work move every figure.
 """
 
@@ -154,12 +153,12 @@ def _until_idle(conn: McpConnection, deadline: float) -> None:
 
 
 TMPFS = "/dev/shm"  # a state directory in memory: the daemon's own CPU, without the disk's (see throughput)
+WARM_UP_RUNS = 100  # calls before the clock starts: the first ones import and build what later ones reuse
 
 
 @dataclass
 class Load:
     """What 8 clients calling run("true", wait_seconds=0) for a while cost one daemon."""
-
     tasks: int
     rate: float  # tasks a second, until every task submitted was done
     daemon_ms: float  # the daemon's CPU a task (user + system)
@@ -170,6 +169,10 @@ class Load:
 
 def _load(state: Path, seconds: float) -> Load:
     with Daemon(DAEMON, state, env={"HIVE_BASH_KEEP_TASKS": "100000"}) as d:
+        warm = McpConnection(d.port)  # steady state: without it, one-time costs were 7-11% of a quick run's figure
+        for _ in range(WARM_UP_RUNS):
+            warm.call("run", {"cmd": "true", "wait_seconds": 0})
+        _until_idle(warm, time.monotonic() + 60)
         submitted: list[str] = []
         errors: list[str] = []
         lock = threading.Lock()
