@@ -136,10 +136,12 @@ def test_the_message_of_a_wait_on_several_tasks(engine, tmp_path):
     engine.run("echo one; sleep 30", name="a", wait_seconds=0)
     engine.run(f"{gate.wait}; printf 'x\\ny\\n' >&2; sleep 30", name="b", wait_seconds=0)
     wait_until(lambda: engine.status("a", operator=True).view.stdout.text == "one\n", 10, "a's line")
-    gate.open()
     with engine.registry.locked() as tasks:
         entries = [tasks.get("a"), tasks.get("b")]
+    # Made before b prints: its first look (at construction) must not already see b's lines, or no later look
+    # finds news (the race CI hit once: the gate opened first).
     telling = WaitTelling(engine.registry, entries, engine.rooms.answers.sources, None, time.monotonic)
+    gate.open()
     wait_until(lambda: telling.news() and "3 lines" in telling.message(), 10, "both tasks' output")
     message = telling.message()
     assert message.startswith("first of 2 to end: 2 running · 3 lines · last (b): \"y\""), message
