@@ -213,7 +213,7 @@ def _check_encodable(value: Any, where: str) -> None:
                                          f"surrogate at character {exc.start}); send valid UTF-8 text") from None
     elif isinstance(value, dict):
         for key, item in value.items():
-            if not (type(key) is str and key.isascii()):  # (ASCII names and values, most calls: no call a value)
+            if not (type(key) is str and key.isascii()):  # ASCII names and values (most calls) need no call
                 _check_encodable(key, f"{where} key" if where else "argument name")
             if not (type(item) is str and item.isascii()) and isinstance(item, (str, dict, list)):
                 _check_encodable(item, f"{where}.{key}" if where else str(key))
