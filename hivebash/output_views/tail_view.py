@@ -125,10 +125,15 @@ class _Shown:
         return None if self.newlines is None else line_total(self.newlines, self.size, ends_with_newline)
 
 
+_NOTHING = _Shown(0, 0, 0, 0, b"", "", 0, 0)  # an empty stream (an empty file has no cursor past 0)
+
+
 def _read(src: Source, size: int, start: int, share: int, new_only: bool, lines: int | None) -> _Shown:
-    fd = open_output(src.path) if size else None
-    if fd is None:
-        return _Shown(size, start, size, size, b"", "", 0 if not size else None, 0 if not size else None)
+    if not size:
+        return _NOTHING
+    fd = open_output(src.path)
+    if fd is None:  # gone, or not our file (reading.open_output): nothing of it is shown or counted
+        return _Shown(size, start, size, size, b"", "", None, None)
     try:
         if new_only:
             raw, text, end = _head_bytes(fd, start, size, share) if size > start else (b"", "", size)
@@ -185,9 +190,6 @@ def _head(stream: str, s: _Shown, new_only: bool, was: int | None, again: str) -
             if total is not None and s.last_line is not None else f"bytes {s.end}-{s.size}")
     return (f"--- {stream}: {cut}{span} shown; {left} ({size_text(s.size - s.end)}) not shown yet: "
             f"{again} shows the next ---")
-
-
-_NOTHING = _Shown(0, 0, 0, 0, b"", "", 0, 0)  # an empty stream, as `_read` shows it
 
 
 def _read_all(sources: list[Source], sizes: dict[str, int], cursor: dict[str, int], new_only: bool, budget: int,
