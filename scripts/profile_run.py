@@ -117,12 +117,14 @@ def _measure(app, port: str, n: int, top: int) -> None:
     _report(n, walls, cpus, [("request thread", request), *THREADS], top)
 
 
-OPCODES: dict[tuple[str, str, str], int] = {}  # (part, file, function) -> instructions executed
 COUNTING = threading.Event()
+OPCODES: list[dict[tuple[str, str, str], int]] = []  # one dict a thread, (part, file, function) -> instructions
+_MINE = threading.local()  # this thread's dict: each thread adds to its own only, so no count is lost
 
 
 def _part(name: str) -> str:
-    if name == "MainThread":
+    """A thread's part of the report: the driver's thread is the request thread, pooled workers one part."""
+    if name in ("MainThread", "request thread"):
         return "request thread"
     return "bash-worker" if name.startswith("task-") else name.rstrip("0123456789").rstrip("-")
 
@@ -132,11 +134,15 @@ def _trace_if_counting(frame, event, arg):
     if not COUNTING.is_set():
         return None
     key = (_part(threading.current_thread().name), frame.f_code.co_filename, frame.f_code.co_name)
+    counts = getattr(_MINE, "counts", None)
+    if counts is None:
+        counts = _MINE.counts = {}
+        OPCODES.append(counts)
     frame.f_trace_opcodes = True
 
     def count(frame, event, arg):
         if event == "opcode":
-            OPCODES[key] = OPCODES.get(key, 0) + 1
+            counts[key] = counts.get(key, 0) + 1
         return count
 
     return count
@@ -150,10 +156,12 @@ def _count_opcodes(app, port: str, n: int, top: int) -> None:
         _call(app, port, WARM_UP + i)
     COUNTING.clear()
     parts: dict[str, dict[tuple[str, str], int]] = {}
-    for (part, f, fn), count in OPCODES.items():
-        parts.setdefault(part, {})[(f, fn)] = count
+    for counts in OPCODES:
+        for (part, f, fn), count in counts.items():
+            mine = parts.setdefault(part, {})
+            mine[(f, fn)] = mine.get((f, fn), 0) + count
     print(f"code: {sys.modules['hivebash'].__file__.rsplit('/hivebash/', 1)[0]}; {n} run(\"true\", wait_seconds=30)")
-    print(f"  all parts: {sum(OPCODES.values()) / n:.0f} bytecode instructions a run")
+    print(f"  all parts: {sum(sum(c.values()) for c in parts.values()) / n:.0f} bytecode instructions a run")
     for part, counts in sorted(parts.items(), key=lambda kv: -sum(kv[1].values())):
         print(f"  {part}: {sum(counts.values()) / n:.0f} instructions a run")
         for (f, fn), c in sorted(counts.items(), key=lambda kv: -kv[1])[:top]:
@@ -180,7 +188,7 @@ def _profile_new_threads() -> None:
 def _report(n: int, walls: list[float], cpus: list[float], profiles, top: int) -> None:
     parts: dict[str, list] = {}
     for name, profile in profiles:
-        part = "request thread" if name == "request thread" else name.rstrip("0123456789").rstrip("-")
+        part = _part(name)
         profile.create_stats()
         if profile.stats:
             parts.setdefault(part, []).append(profile.stats)
