@@ -18,8 +18,12 @@ _PROMISE = re.compile(r"\btodos?\b|get_loose_ends|loose end", re.IGNORECASE)
 
 
 def promises_a_notice(text: str) -> bool:
-    """Whether `text` speaks of a todo (what a daemon without a socket must never do)."""
-    return _PROMISE.search(text) is not None
+    """Whether `text` speaks of a todo (what a daemon without a socket must never do). Every match of
+    `_PROMISE` holds "todo" or "loose" once case-folded (its one folding letter, U+017F, folds to s), so a text
+    with neither skips the search: it runs on every answer of a daemon without a socket, and an IGNORECASE
+    search with word edges tries each position of a 200-character text (docs/performance.md)."""
+    folded = text.casefold()
+    return ("todo" in folded or "loose" in folded) and _PROMISE.search(text) is not None
 
 
 @dataclass(frozen=True)
