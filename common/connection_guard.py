@@ -34,7 +34,7 @@ from waitress.server import TcpWSGIServer
 from common.config import ServerSettings
 from common.http_guard import is_loopback_address
 from common.peer_uid import PeerUnknown, peer_uid
-from common.stream_channel import StreamingChannel
+from common.stream_channel import StreamingChannel, quiet_request_ends
 
 log = logging.getLogger(__name__)
 
@@ -271,4 +271,5 @@ def install(server: Any, policy: ConnectionPolicy) -> None:
             "room": _Tally(f"%d idle connection(s) closed to make room: the connection limit "
                            f"({policy.connection_limit}) was near (--connection-limit)")})
         listener.channel_class = GuardedChannel
+        quiet_request_ends(listener)  # (common/stream_channel.py: the channel's end-of-request wake)
         listener.maintenance = _sweep(listener, listener.maintenance)  # type: ignore[method-assign,assignment]  # wrapped

@@ -131,7 +131,8 @@ class _Stopper:
 # syscall hands the GIL to another thread and waits to get it back); far above every answer's size, the
 # serving loop sends instead, and the answer then waits for that thread to be woken and scheduled, a hand-off
 # on every call's path (docs/performance.md, "Measurements behind the code"). A body-less answer still goes out from the
-# serving loop, which waitress wakes at the end of every request. waitress calls the option deprecated but
+# serving loop, which waitress wakes at the end of the request (common/stream_channel.py keeps that wake for
+# it: the bytes are left to send). waitress calls the option deprecated but
 # keeps it in 3.x (setup.cfg: < 4).
 SEND_BYTES = 256
 

@@ -9,20 +9,31 @@ client that hangs up mid-answer is told to the request at once.
 - Hang-up: with `channel_request_lookahead` (common/serve.py) the serving loop reads the connection while a
   request runs and sees its end (EOF, or a failed send); the request's registered function (HANGUP_KEY,
   a `Cancellation.fire`) is called then, from the serving loop, so a wait ends at once.
+- Wake: waitress wakes the serving loop (its trigger: a write, then a turn of the loop that takes the GIL)
+  at the end of every request, so that the loop looks at the connection again. With the lookahead the loop
+  was already reading it, and an answer the request thread sent whole leaves nothing to send: then the loop
+  would find the connection as it left it, and `quiet_request_ends` skips that wake (one a call; about 4% of
+  the bash daemon's CPU a task, docs/performance.md). A wake is kept whenever the loop has something new to
+  do: bytes left to send, a close, another request read ahead, a lost connection. The rule reads waitress 3's
+  `readable`/`writable` (setup.cfg pins < 4); tests/common/test_loop_wakes.py holds each case.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from waitress.channel import HTTPChannel
+from waitress.server import TcpWSGIServer
 from waitress.task import WSGITask
 
 from common.event_stream import FLUSH_KEY, HANGUP_KEY
 
 log = logging.getLogger(__name__)
+
+_SERVING = threading.local()  # in a request thread: the channel it serves and that channel's request
 
 
 class StreamingTask(WSGITask):
@@ -42,6 +53,23 @@ class StreamingChannel(HTTPChannel):
 
     task_class = StreamingTask
     _hangup: Callable[[], None] | None = None
+
+    def service(self) -> None:
+        _SERVING.channel, _SERVING.request = self, self.requests[0]
+        try:
+            super().service()
+        finally:
+            _SERVING.channel = _SERVING.request = None
+
+    def loop_sees_no_change(self) -> bool:
+        """Whether the serving loop, woken now, would find this channel as it left it: the request served has
+        left `requests` (a wake while it is still served is a write's, and is kept), the connection is open,
+        nothing is left to send or close (`writable`), and the loop was reading it all along (the requests
+        still queued are within the lookahead, so `readable` held while this one was served)."""
+        if self.requests and self.requests[0] is _SERVING.request:
+            return False
+        return bool(self.connected and not self.writable()
+                    and len(self.requests) < self.adj.channel_request_lookahead)
 
     def on_hangup(self, fn: Callable[[], None] | None) -> None:
         """Call `fn` once if the client hangs up (None: forget it; the request that set it has ended)."""
@@ -71,3 +99,15 @@ class StreamingChannel(HTTPChannel):
                 fn()
             except Exception:  # the serving loop must go on whatever a request's hook does
                 log.exception("a hang-up hook failed")
+
+
+def quiet_request_ends(listener: TcpWSGIServer) -> None:
+    """Skip waitress's end-of-request wake of the serving loop when it would find nothing new (module doc)."""
+    pull = listener.pull_trigger
+
+    def pull_trigger() -> None:
+        channel = getattr(_SERVING, "channel", None)
+        if channel is None or not channel.loop_sees_no_change():
+            pull()
+
+    listener.pull_trigger = pull_trigger  # type: ignore[method-assign]  # wrapped, as connection_guard wraps maintenance
