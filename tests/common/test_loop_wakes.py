@@ -8,6 +8,8 @@ import socket
 import threading
 
 import pytest
+from daemon_harness import wait_until
+from waitress import wasyncore
 
 from common.config import ServerSettings
 from common.serve import _create_server
@@ -27,7 +29,7 @@ def _app(environ, start_response):
 
 @pytest.fixture
 def served():
-    """(port, pulls): the server runs its loop in a thread; `pulls` counts the trigger's physical pulls."""
+    """(server, pulls): the server runs its loop in a thread; `pulls` counts the trigger's physical pulls."""
     server = _create_server(_app, ServerSettings(host="127.0.0.1", port=0, threads=2))
     pulls = [0]
     real = server.trigger.pull_trigger
@@ -37,11 +39,21 @@ def served():
         return real(thunk)
 
     server.trigger.pull_trigger = counted
-    loop = threading.Thread(target=server.run, daemon=True)
+    stop = threading.Event()
+
+    def serve() -> None:  # waitress's own loop, one turn at a time, so that this thread can end it and close
+        while not stop.is_set():
+            wasyncore.loop(timeout=1.0, map=server._map, count=1)
+        server.task_dispatcher.shutdown()
+        server.close()
+
+    loop = threading.Thread(target=serve, daemon=True)
     loop.start()
-    yield server.effective_port, pulls
-    server.task_dispatcher.shutdown()
-    server.close()
+    yield server, pulls
+    stop.set()
+    real()  # the loop's last turn
+    loop.join(10)
+    assert not loop.is_alive()
 
 
 def _exchange(conn: http.client.HTTPConnection, path: str) -> tuple[int, bytes]:
@@ -50,19 +62,28 @@ def _exchange(conn: http.client.HTTPConnection, path: str) -> tuple[int, bytes]:
     return response.status, response.read()
 
 
+def _all_idle(server) -> None:
+    """Every request thread back in the dispatcher's wait: the request served has wholly ended."""
+    wait_until(lambda: server.task_dispatcher.active_count == 0, 10, "the request threads to be idle")
+
+
 def test_an_answer_sent_whole_does_not_wake_the_loop(served):
-    port, pulls = served
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    """The next request goes out only once the last one's service has ended: sent earlier, the loop may read
+    it ahead (it arrives once the answer is out, before the service ends), and that rightly needs a wake."""
+    server, pulls = served
+    conn = http.client.HTTPConnection("127.0.0.1", server.effective_port, timeout=5)
+    _all_idle(server)
     before = pulls[0]
     for _ in range(20):
         assert _exchange(conn, "/long") == (200, LONG_BODY)
+        _all_idle(server)
     assert pulls[0] - before == 0, "waitress's end-of-request wake was made for answers the loop had nothing to do for"
     conn.close()
 
 
 def test_an_answer_left_for_the_loop_to_send_wakes_it(served):
-    port, pulls = served
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    server, pulls = served
+    conn = http.client.HTTPConnection("127.0.0.1", server.effective_port, timeout=5)
     before = pulls[0]
     for _ in range(5):
         assert _exchange(conn, "/empty") == (202, b"")
@@ -72,8 +93,8 @@ def test_an_answer_left_for_the_loop_to_send_wakes_it(served):
 
 
 def test_a_request_that_closes_its_connection_wakes_the_loop(served):
-    port, pulls = served
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    server, pulls = served
+    conn = http.client.HTTPConnection("127.0.0.1", server.effective_port, timeout=5)
     before = pulls[0]
     conn.request("POST", "/long", body=b"{}", headers={"Content-Type": "application/json", "Connection": "close"})
     response = conn.getresponse()
@@ -85,9 +106,9 @@ def test_a_request_that_closes_its_connection_wakes_the_loop(served):
 def test_a_request_read_ahead_wakes_the_loop_at_the_end_of_the_one_before(served):
     """Two requests in one write: the loop reads the second while the first is served (the lookahead), stops
     reading past it, and must be woken to read on once the first has left the queue."""
-    port, pulls = served
+    server, pulls = served
     one = b"POST /long HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+    with socket.create_connection(("127.0.0.1", server.effective_port), timeout=5) as sock:
         before = pulls[0]
         sock.sendall(one * 3)
         got = b""
