@@ -26,6 +26,7 @@ from common.config import ServerSettings
 from common.connection_guard import SWEEP_SECONDS, ConnectionPolicy, allowed_uids
 from common.connection_guard import install as install_connection_guard
 from common.http_guard import is_loopback_address, read_token_file
+from common.request_threads import HotThreadDispatcher
 from common.state_dir import share_gid
 from common.waiting import Doorbell
 from common.whole_files import replace_whole
@@ -154,6 +155,8 @@ def _create_server(app: WSGIApplication, settings: ServerSettings) -> Server:
 
 
 def _create_waitress(app: WSGIApplication, settings: ServerSettings) -> Server:
+    dispatcher = HotThreadDispatcher()  # common/request_threads.py: the idle thread woken next
+    dispatcher.set_thread_count(settings.threads)  # (waitress starts the threads only of a dispatcher it makes)
     return create_server(
         app,
         host=settings.host,
@@ -171,6 +174,7 @@ def _create_waitress(app: WSGIApplication, settings: ServerSettings) -> Server:
         send_bytes=SEND_BYTES,
         # How often a request past --body-timeout (or a silent connection) is looked for.
         cleanup_interval=SWEEP_SECONDS,
+        _dispatcher=dispatcher,
     )
 
 
