@@ -5,10 +5,11 @@ twice, the daemons started in either order; the ratio this/other of their CPU a 
 /proc) is printed for each run, and their geometric mean at the end.
 
 Separate runs of one tree move about 10% on this VM, so a change of a few percent shows only here: repeated,
-the mean holds to about 2% (docs/performance.md, "The run path, a third time"). Both trees run with this
+the mean holds to about 2% (docs/performance.md, "The run path, a third time"). The cost of a call grows with
+the calls served at once, so the default load matches the bench's throughput rows. Both trees run with this
 checkout's interpreter and packages; `git worktree add /tmp/old COMMIT` makes the other one.
 
-    scripts/cpu_pair --tree /tmp/old                 # 2 rounds of 8 s, 8 clients
+    scripts/cpu_pair --tree /tmp/old                 # 2 rounds of 8 s, 16 clients
     scripts/cpu_pair --tree /tmp/old --rounds 3 --seconds 10
 """
 
@@ -88,7 +89,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tree", type=Path, required=True, help="the other checkout")
-    parser.add_argument("--clients", type=int, default=8, help="client threads, each alternating (default 8)")
+    parser.add_argument("--clients", type=int, default=16,
+                        help="client threads, each alternating (default 16: about 8 calls at once in each daemon, "
+                             "the load of scripts/bench's throughput rows)")
     parser.add_argument("--seconds", type=float, default=8.0, help="length of each load (default 8)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds, of two runs each (default 2)")
     args = parser.parse_args()
