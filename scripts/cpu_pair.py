@@ -24,18 +24,12 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
+from bench_bash import TMPFS, WARM_UP_RUNS, CpuSplit, _until_idle
 from bench_support import REPO, Daemon, McpConnection
 
-WARM_UP = 100  # calls to each daemon before a load: one-time costs (imports, first files) stay out
 DAEMON = [sys.executable, "-c", "from hivebash.cli import daemon_main; daemon_main()"]
 CALL = {"cmd": "true", "wait_seconds": 0}
-
-
-def _cpu(proc: psutil.Process) -> tuple[float, float]:
-    """(the daemon's own CPU seconds, its reaped children's)."""
-    t = proc.cpu_times()
-    return t.user + t.system, t.children_user + t.children_system
+SETTLE_SECONDS = 60  # at most, for the tasks of a warm-up or a load to end before a reading
 
 
 def _load(daemons: list[Daemon], clients: int, seconds: float) -> int:
@@ -65,24 +59,23 @@ def _load(daemons: list[Daemon], clients: int, seconds: float) -> int:
 
 def one_run(trees: list[Path], clients: int, seconds: float) -> list[tuple[float, float]]:
     """Both daemons under one load: (own CPU ms, children's CPU ms) a task for each tree, in `trees` order."""
-    with tempfile.TemporaryDirectory(dir="/dev/shm" if os.path.isdir("/dev/shm") else None) as work:
+    with tempfile.TemporaryDirectory(dir=TMPFS if os.path.isdir(TMPFS) else None) as work:
         daemons = [Daemon(DAEMON, Path(work) / f"d{i}", env={"PYTHONPATH": str(tree), "HIVE_BASH_KEEP_TASKS": "100000"})
                    for i, tree in enumerate(trees)]
         try:
-            for d in daemons:
-                conn = McpConnection(d.port)
-                for _ in range(WARM_UP):
+            conns = [McpConnection(d.port) for d in daemons]
+            for conn in conns:
+                for _ in range(WARM_UP_RUNS):
                     conn.call("run", CALL)
-                conn.close()
-            procs = [psutil.Process(d.proc.pid) for d in daemons]
-            before = [_cpu(p) for p in procs]
+                _until_idle(conn, time.monotonic() + SETTLE_SECONDS)
+            cpus = [CpuSplit(d.proc.pid) for d in daemons]
             tasks = _load(daemons, clients, seconds)
-            time.sleep(1.0)  # the last tasks end and are reaped (their CPU is the children's)
-            after = [_cpu(p) for p in procs]
+            for conn in conns:  # the last tasks end and are reaped: their CPU is the children's
+                _until_idle(conn, time.monotonic() + SETTLE_SECONDS)
+            return [cpu.per_task(tasks)[:2] for cpu in cpus]
         finally:
             for d in daemons:
                 d.__exit__(None, None, None)
-    return [((a[0] - b[0]) * 1000 / tasks, (a[1] - b[1]) * 1000 / tasks) for a, b in zip(after, before, strict=True)]
 
 
 def main() -> None:
