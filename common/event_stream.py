@@ -11,7 +11,6 @@ would hold a write below its send_bytes until the answer ends: common/stream_cha
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +20,7 @@ from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from waitress.channel import ClientDisconnected
 
 from common.call_progress import NO_PROGRESS, Cancellation, ProgressReporter, Reporter
+from common.json_text import compact
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ SSE_HEADERS = (
 
 def sse_event(message: dict[str, Any]) -> bytes:
     """One JSON-RPC message as one SSE event, framed as the SDK's server frames it."""
-    return b"event: message\r\ndata: " + json.dumps(message, separators=(",", ":")).encode() + b"\r\n\r\n"
+    return b"event: message\r\ndata: " + compact(message).encode() + b"\r\n\r\n"
 
 
 @functools.lru_cache(maxsize=64)  # a client sends the same Accept on every call

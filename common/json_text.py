@@ -1,4 +1,5 @@
-"""JSON texts of answers, records and todo lines, written by encoders built once.
+"""JSON texts the daemons write (answers, records, todo lines, progress events, the transcript index), by encoders
+built once.
 
 `json.dumps` given any option off its defaults (separators, ensure_ascii, allow_nan) builds a new `JSONEncoder`
 at every call; a `run` writes five to seven JSON texts (its answer, two records, its todo and the outbox's line).

@@ -7,9 +7,9 @@ common/mcp_http.py reads such a body (up to ServerSettings.body_ceiling_bytes) a
 it through the same `isError` path as any argument refusal; the tool's handler never runs.
 """
 
-import json
 from typing import Any
 
+from common.json_text import compact
 from common.tools import Tool, ToolArgumentsError
 
 ADVICE = "write the long part to a file and {route}"  # the route: the tool's own (Tool.file_route)
@@ -20,7 +20,7 @@ def _size(value: Any) -> int:
     """An argument's size in bytes: UTF-8 for text, its JSON for anything else."""
     if isinstance(value, str):
         return len(value.encode("utf-8", "surrogatepass"))
-    return len(json.dumps(value, separators=(",", ":")))
+    return len(compact(value))
 
 
 def _own_limit(tool: Tool[Any], name: str) -> str:

@@ -28,6 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from common.json_text import compact
 from common.whole_files import replace_whole
 from hivesubagent.transcript import TranscriptReader
 from hivesubagent.transcript_index import TranscriptIndex, _Entry, _Mark
@@ -94,7 +95,7 @@ def save(index: TranscriptIndex, path: Path) -> None:
     """Write the index whole to a new file beside `path`, then rename it over `path` (0600, no links)."""
     data = {"format": FORMAT, "entries": index.export(_entry_data)}
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    replace_whole(str(path), json.dumps(data, separators=(",", ":")).encode(), str(tmp))
+    replace_whole(str(path), compact(data).encode(), str(tmp))
 
 
 def load(path: Path) -> dict[str, _Entry]:

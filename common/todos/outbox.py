@@ -151,7 +151,7 @@ class Outbox:
 
     def rewrite(self) -> None:
         """Replace the journal by the pending entries alone (temp file, rename); reopen it for appending."""
-        data = b"".join(json.dumps({"seq": s.seq, "key": s.key, "message": s.message}, ensure_ascii=False)
+        data = b"".join(utf8_line({"seq": s.seq, "key": s.key, "message": s.message})
                         .encode("utf-8", "replace") + b"\n" for s in sorted(self._live.values(), key=lambda s: s.seq))
         self.close()
         # Whole or not at all: on a full disk the old journal stays, and with it every line written before.
