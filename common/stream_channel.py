@@ -16,6 +16,13 @@ client that hangs up mid-answer is told to the request at once.
   the bash daemon's CPU a task, docs/performance.md). A wake is kept whenever the loop has something new to
   do: bytes left to send, a close, another request read ahead, a lost connection. The rule reads waitress 3's
   `readable`/`writable` (setup.cfg pins < 4); tests/common/test_loop_wakes.py holds each case.
+- Spin: while a request thread sends its answer (`write_soon` flushes from the thread once `send_bytes` are
+  buffered), waitress's `writable` holds (bytes are buffered), the socket is writable, and the loop's
+  `handle_write` finds the buffer's lock taken and does nothing: the loop turned again and again, each turn a
+  select and a pass over every connection under the GIL that the sending thread needs back (about 9 turns a
+  call under 8 calls at once, nearly all of them this; about 4% of the CPU a task, docs/performance.md).
+  `writable` is False while the connection's request thread is in that send: if it leaves bytes the loop
+  must send, `write_soon` and `flush_now` wake the loop (waitress's "not flushed" and remainder rules).
 """
 
 from __future__ import annotations
@@ -53,6 +60,22 @@ class StreamingChannel(HTTPChannel):
 
     task_class = StreamingTask
     _hangup: Callable[[], None] | None = None
+    _sending = False  # this connection's request thread is in a send of its buffer (module doc: Spin)
+
+    def writable(self) -> bool:
+        """waitress's rule, except while the request thread sends: the loop would only spin on the lock."""
+        if self._sending and not (self.will_close or self.close_when_flushed):
+            return False
+        return bool(super().writable())
+
+    def _flush_some(self, do_close: bool = True) -> bool:
+        if getattr(_SERVING, "channel", None) is not self:  # the serving loop's own send
+            return bool(super()._flush_some(do_close=do_close))  # type: ignore[misc]  # the stubs leave it out
+        self._sending = True
+        try:
+            return bool(super()._flush_some(do_close=do_close))  # type: ignore[misc]
+        finally:
+            self._sending = False
 
     def service(self) -> None:
         _SERVING.channel, _SERVING.request = self, self.requests[0]

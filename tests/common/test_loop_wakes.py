@@ -1,7 +1,8 @@
 """The serving loop is woken at a request's end only when it has something new to do (common/stream_channel.py,
-`quiet_request_ends`): the daemons' own waitress server, in this process so that its trigger can be counted,
-driven over real keep-alive sockets. A wake left out where one was needed would leave an answer or a close
-waiting for the loop's 1 s select timeout; each case checks that the loop was woken and the exchange done."""
+`quiet_request_ends`), and does not spin while a request thread sends (its `writable`): the daemons' own
+waitress server, in this process so that its trigger and its turns can be counted, driven over real keep-alive
+sockets. A wake left out where one was needed would leave an answer or a close waiting for the loop's 1 s
+select timeout; each case checks that the loop was woken and the exchange done."""
 
 import http.client
 import socket
@@ -13,9 +14,14 @@ from waitress import wasyncore
 
 from common.config import ServerSettings
 from common.serve import _create_server
+from common.stream_channel import StreamingChannel
 
 # Above send_bytes (common/serve.py): the request thread sends it whole.
 LONG_BODY = b'{"jsonrpc":"2.0","id":1,"result":{"text":"' + b"x" * 400 + b'"}}'
+# More than a loopback socket takes while its reader reads nothing (4 MiB tcp_wmem at most, 128 KiB of
+# receive window), less than waitress's 16 MiB outbuf_high_watermark (above it the thread would wait for the
+# loop to drain it): the request thread's send leaves most of it for the loop.
+HUGE_BODY = b"y" * (12 * 1024 * 1024)
 
 
 def _app(environ, start_response):
@@ -23,13 +29,17 @@ def _app(environ, start_response):
     if environ["PATH_INFO"] == "/empty":
         start_response("202 Accepted", [("Content-Length", "0")])
         return [b""]
+    if environ["PATH_INFO"] == "/huge":
+        start_response("200 OK", [("Content-Length", str(len(HUGE_BODY)))])
+        return [HUGE_BODY]
     start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(LONG_BODY)))])
     return [LONG_BODY]
 
 
 @pytest.fixture
 def served():
-    """(server, pulls): the server runs its loop in a thread; `pulls` counts the trigger's physical pulls."""
+    """(server, pulls, turns): the server runs its loop in a thread; `pulls` counts the trigger's physical
+    pulls, `turns` the loop's turns (one select each)."""
     server = _create_server(_app, ServerSettings(host="127.0.0.1", port=0, threads=2))
     pulls = [0]
     real = server.trigger.pull_trigger
@@ -40,16 +50,18 @@ def served():
 
     server.trigger.pull_trigger = counted
     stop = threading.Event()
+    turns = [0]
 
     def serve() -> None:  # waitress's own loop, one turn at a time, so that this thread can end it and close
         while not stop.is_set():
             wasyncore.loop(timeout=1.0, map=server._map, count=1)
+            turns[0] += 1
         server.task_dispatcher.shutdown()
         server.close()
 
     loop = threading.Thread(target=serve, daemon=True)
     loop.start()
-    yield server, pulls
+    yield server, pulls, turns
     stop.set()
     real()  # the loop's last turn
     loop.join(10)
@@ -70,7 +82,7 @@ def _all_idle(server) -> None:
 def test_an_answer_sent_whole_does_not_wake_the_loop(served):
     """The next request goes out only once the last one's service has ended: sent earlier, the loop may read
     it ahead (it arrives once the answer is out, before the service ends), and that rightly needs a wake."""
-    server, pulls = served
+    server, pulls, _ = served
     conn = http.client.HTTPConnection("127.0.0.1", server.effective_port, timeout=5)
     _all_idle(server)
     before = pulls[0]
@@ -82,7 +94,7 @@ def test_an_answer_sent_whole_does_not_wake_the_loop(served):
 
 
 def test_an_answer_left_for_the_loop_to_send_wakes_it(served):
-    server, pulls = served
+    server, pulls, _ = served
     conn = http.client.HTTPConnection("127.0.0.1", server.effective_port, timeout=5)
     before = pulls[0]
     for _ in range(5):
@@ -93,7 +105,7 @@ def test_an_answer_left_for_the_loop_to_send_wakes_it(served):
 
 
 def test_a_request_that_closes_its_connection_wakes_the_loop(served):
-    server, pulls = served
+    server, pulls, _ = served
     conn = http.client.HTTPConnection("127.0.0.1", server.effective_port, timeout=5)
     before = pulls[0]
     conn.request("POST", "/long", body=b"{}", headers={"Content-Type": "application/json", "Connection": "close"})
@@ -106,7 +118,7 @@ def test_a_request_that_closes_its_connection_wakes_the_loop(served):
 def test_a_request_read_ahead_wakes_the_loop_at_the_end_of_the_one_before(served):
     """Two requests in one write: the loop reads the second while the first is served (the lookahead), stops
     reading past it, and must be woken to read on once the first has left the queue."""
-    server, pulls = served
+    server, pulls, _ = served
     one = b"POST /long HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
     with socket.create_connection(("127.0.0.1", server.effective_port), timeout=5) as sock:
         before = pulls[0]
@@ -118,3 +130,69 @@ def test_a_request_read_ahead_wakes_the_loop_at_the_end_of_the_one_before(served
             got += chunk
     assert got.count(b"HTTP/1.1 200 OK") == 3
     assert pulls[0] - before >= 1, "the requests queued behind the lookahead were not read on"
+
+
+def test_the_loop_does_not_spin_while_a_request_thread_sends(served, monkeypatch):
+    """waitress's `writable` holds while the thread's send has the buffer's lock, and its `handle_write` then
+    does nothing: every turn of the loop came straight back. Here the send is held open (a gate in the
+    request thread's send) while the loop is woken three times: each wake is one turn, then the loop waits."""
+    server, _, turns = served
+    entered, release = threading.Event(), threading.Event()
+    real_send = StreamingChannel.send
+
+    def held_send(self, data, do_close=True):
+        if threading.current_thread().name.startswith("waitress-") and not release.is_set():
+            entered.set()
+            assert release.wait(10), "the test never released the send"
+        return real_send(self, data, do_close=do_close)
+
+    monkeypatch.setattr(StreamingChannel, "send", held_send)
+    conn = http.client.HTTPConnection("127.0.0.1", server.effective_port, timeout=10)
+    answer: list[tuple[int, bytes]] = []
+    client = threading.Thread(target=lambda: answer.append(_exchange(conn, "/long")), daemon=True)
+    client.start()
+    try:
+        assert entered.wait(10), "the request thread did not send its answer itself"
+        start = turns[0]
+        for wake in range(1, 4):
+            server.pull_trigger()
+            wait_until(lambda n=start + wake: turns[0] >= n, 10, f"the loop's turn after wake {wake}")
+        assert turns[0] - start <= 6, f"{turns[0] - start} turns of the loop for 3 wakes: it spun on the send"
+    finally:
+        release.set()
+    client.join(10)
+    assert answer == [(200, LONG_BODY)]
+    conn.close()
+
+
+def _ended_with_bytes_left(server) -> StreamingChannel | None:
+    """The one connection, once its request has ended (no thread serves it) with bytes still to send."""
+    channels = [c for c in server._map.values() if isinstance(c, StreamingChannel)]
+    if len(channels) == 1 and channels[0].total_outbufs_len and not channels[0].requests:
+        return channels[0] if server.task_dispatcher.active_count == 0 else None
+    return None
+
+
+def test_a_send_the_request_thread_left_short_is_finished_by_the_loop(served):
+    """The thread's send stops at a full socket; once it is out of it the connection is writable again, the
+    loop was woken for the rest, and every byte arrives. (A small receive buffer set before connecting keeps
+    the kernel from taking the whole body while the client reads nothing.)"""
+    server, pulls, _ = served
+    request = b"POST /huge HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}"
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.settimeout(10)
+        sock.connect(("127.0.0.1", int(server.effective_port)))
+        before = pulls[0]
+        sock.sendall(request)
+        channel = wait_until(lambda: _ended_with_bytes_left(server), 10,
+                             "the request to end with bytes left (if the socket took them all: a larger body)")
+        assert channel.writable()
+        assert pulls[0] - before >= 1, "the loop was not woken for the bytes the thread could not send"
+        got = bytearray()
+        while not got.endswith(HUGE_BODY[-64:]) or len(got) < len(HUGE_BODY):
+            chunk = sock.recv(1 << 20)
+            assert chunk, f"the connection closed after {len(got)} bytes"
+            got += chunk
+    head, _, body = bytes(got).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK") and body == HUGE_BODY
