@@ -12,15 +12,15 @@ client that hangs up mid-answer is told to the request at once.
 - Wake: waitress wakes the serving loop (its trigger: a write, then a turn of the loop that takes the GIL)
   at the end of every request, so that the loop looks at the connection again. With the lookahead the loop
   was already reading it, and an answer the request thread sent whole leaves nothing to send: then the loop
-  would find the connection as it left it, and `quiet_request_ends` skips that wake (one a call; about 4% of
-  the bash daemon's CPU a task, docs/performance.md). A wake is kept whenever the loop has something new to
+  would find the connection as it left it, and `quiet_request_ends` skips that wake (one a call;
+  docs/performance.md, "The run path, a third time"). A wake is kept whenever the loop has something new to
   do: bytes left to send, a close, another request read ahead, a lost connection. The rule reads waitress 3's
   `readable`/`writable` (setup.cfg pins < 4); tests/common/test_loop_wakes.py holds each case.
 - Spin: while a request thread sends its answer (`write_soon` flushes from the thread once `send_bytes` are
   buffered), waitress's `writable` holds (bytes are buffered), the socket is writable, and the loop's
   `handle_write` finds the buffer's lock taken and does nothing: the loop turned again and again, each turn a
-  select and a pass over every connection under the GIL that the sending thread needs back (about 9 turns a
-  call under 8 calls at once, nearly all of them this; about 4% of the CPU a task, docs/performance.md).
+  select and a pass over every connection under the GIL that the sending thread needs back (most of the
+  loop's turns under load; docs/performance.md, "The serving loop's spin").
   `writable` is False while the connection's request thread is in that send: if it leaves bytes the loop
   must send, `write_soon` and `flush_now` wake the loop (waitress's "not flushed" and remainder rules).
 """
