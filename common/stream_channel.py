@@ -21,8 +21,11 @@ client that hangs up mid-answer is told to the request at once.
   `handle_write` finds the buffer's lock taken and does nothing: the loop turned again and again, each turn a
   select and a pass over every connection under the GIL that the sending thread needs back (most of the
   loop's turns under load; docs/performance.md, "The serving loop's spin").
-  `writable` is False while the connection's request thread is in that send: if it leaves bytes the loop
-  must send, `write_soon` and `flush_now` wake the loop (waitress's "not flushed" and remainder rules).
+  The same spin followed fewer than `send_bytes` buffered while a request runs (`handle_write` leaves them
+  for the thread's next write or the request's end). `writable` now holds only when `handle_write` would act:
+  not while the connection's request thread is in its send, nor below `send_bytes` while a request runs. If
+  a send leaves bytes the loop must send, `write_soon` and `flush_now` wake the loop (waitress's "not
+  flushed" and remainder rules), and the request's end wakes it for what is left below `send_bytes`.
 """
 
 from __future__ import annotations
@@ -63,10 +66,15 @@ class StreamingChannel(HTTPChannel):
     _sending = False  # this connection's request thread is in a send of its buffer (module doc: Spin)
 
     def writable(self) -> bool:
-        """waitress's rule, except while the request thread sends: the loop would only spin on the lock."""
-        if self._sending and not (self.will_close or self.close_when_flushed):
+        """Whether the loop's `handle_write` would act now (module doc: Spin): a close to make, or bytes it may
+        send, which while a request runs means at least `send_bytes` and no send of the request thread's."""
+        if self.will_close or self.close_when_flushed:
+            return True
+        if not self.total_outbufs_len:
             return False
-        return bool(super().writable())
+        if not self.requests:
+            return True
+        return not self._sending and self.total_outbufs_len >= self.adj.send_bytes
 
     def _flush_some(self, do_close: bool = True) -> bool:
         if getattr(_SERVING, "channel", None) is not self:  # the serving loop's own send

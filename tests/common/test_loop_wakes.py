@@ -22,6 +22,10 @@ LONG_BODY = b'{"jsonrpc":"2.0","id":1,"result":{"text":"' + b"x" * 400 + b'"}}'
 # receive window), less than waitress's 16 MiB outbuf_high_watermark (above it the thread would wait for the
 # loop to drain it): the request thread's send leaves most of it for the loop.
 HUGE_BODY = b"y" * (12 * 1024 * 1024)
+# /trickle writes its header and TRICKLE_HEAD (below send_bytes: left in the buffer), waits for the test's
+# gate, then the rest.
+TRICKLE_HEAD, TRICKLE_REST = b"t" * 10, b"u" * 400
+_trickle_gates: list[threading.Event] = []
 
 
 def _app(environ, start_response):
@@ -29,6 +33,11 @@ def _app(environ, start_response):
     if environ["PATH_INFO"] == "/empty":
         start_response("202 Accepted", [("Content-Length", "0")])
         return [b""]
+    if environ["PATH_INFO"] == "/trickle":
+        write = start_response("200 OK", [("Content-Length", str(len(TRICKLE_HEAD) + len(TRICKLE_REST)))])
+        write(TRICKLE_HEAD)
+        assert _trickle_gates[0].wait(10), "the test never opened the gate"
+        return [TRICKLE_REST]
     if environ["PATH_INFO"] == "/huge":
         start_response("200 OK", [("Content-Length", str(len(HUGE_BODY)))])
         return [HUGE_BODY]
@@ -153,16 +162,48 @@ def test_the_loop_does_not_spin_while_a_request_thread_sends(served, monkeypatch
     client.start()
     try:
         assert entered.wait(10), "the request thread did not send its answer itself"
-        start = turns[0]
-        for wake in range(1, 4):
-            server.pull_trigger()
-            wait_until(lambda n=start + wake: turns[0] >= n, 10, f"the loop's turn after wake {wake}")
-        assert turns[0] - start <= 6, f"{turns[0] - start} turns of the loop for 3 wakes: it spun on the send"
+        _wakes_take_one_turn_each(server, turns)
     finally:
         release.set()
     client.join(10)
     assert answer == [(200, LONG_BODY)]
     conn.close()
+
+
+def _wakes_take_one_turn_each(server, turns) -> None:
+    """Wake the loop three times, each once its last turn is done: a loop that waits again after each makes
+    three turns (a few more if something else woke it); one that spins makes hundreds."""
+    start = turns[0]
+    for wake in range(1, 4):
+        server.pull_trigger()
+        wait_until(lambda n=start + wake: turns[0] >= n, 10, f"the loop's turn after wake {wake}")
+    assert turns[0] - start <= 6, f"{turns[0] - start} turns of the loop for 3 wakes: it spun"
+
+
+def test_the_loop_does_not_spin_on_a_few_bytes_a_running_request_left(served):
+    """Below send_bytes, waitress's `handle_write` leaves the bytes to the request (its next write or its
+    end) while its `writable` held: the loop came straight back for as long as the request ran."""
+    server, _, turns = served
+    gate = threading.Event()
+    _trickle_gates.append(gate)
+    conn = http.client.HTTPConnection("127.0.0.1", server.effective_port, timeout=10)
+    answer: list[tuple[int, bytes]] = []
+    client = threading.Thread(target=lambda: answer.append(_exchange(conn, "/trickle")), daemon=True)
+    client.start()
+    try:
+        wait_until(lambda: _served_with_bytes_buffered(server), 10, "the request to wait with its first bytes")
+        _wakes_take_one_turn_each(server, turns)
+    finally:
+        gate.set()
+        _trickle_gates.remove(gate)
+    client.join(10)
+    assert answer == [(200, TRICKLE_HEAD + TRICKLE_REST)]
+    conn.close()
+
+
+def _served_with_bytes_buffered(server) -> bool:
+    channels = [c for c in server._map.values() if isinstance(c, StreamingChannel)]
+    return len(channels) == 1 and bool(channels[0].requests and channels[0].total_outbufs_len)
 
 
 def _ended_with_bytes_left(server) -> StreamingChannel | None:
