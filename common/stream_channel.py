@@ -5,7 +5,7 @@ client that hangs up mid-answer is told to the request at once.
   buffered, or when the answer ends; a progress event is ~250-400 bytes, so one would wait for the next.
   `flush_now` sends the buffer from the request thread as `write_soon` does for a large write (the socket is
   non-blocking: a slow reader leaves the bytes buffered, the thread never blocks; the serving loop sends
-  them when the socket drains).
+  them when the socket drains, from `send_bytes` up: fewer wait for the request's next write or its end).
 - Hang-up: with `channel_request_lookahead` (common/serve.py) the serving loop reads the connection while a
   request runs and sees its end (EOF, or a failed send); the request's registered function (HANGUP_KEY,
   a `Cancellation.fire`) is called then, from the serving loop, so a wait ends at once.
