@@ -1,8 +1,9 @@
 """The serving loop is woken at a request's end only when it has something new to do (common/stream_channel.py,
-`quiet_request_ends`), and does not spin while a request thread sends (its `writable`): the daemons' own
-waitress server, in this process so that its trigger and its turns can be counted, driven over real keep-alive
-sockets. A wake left out where one was needed would leave an answer or a close waiting for the loop's 1 s
-select timeout; each case checks that the loop was woken and the exchange done."""
+`quiet_request_ends`), and does not spin on a connection it could not write to (its `writable`: while the
+request thread sends, or a running request has a few bytes buffered): the daemons' own waitress server, in
+this process so that its trigger and its turns can be counted, driven over real keep-alive sockets. A wake
+left out where one was needed would leave an answer or a close waiting for the loop's 1 s select timeout;
+each case checks that the loop was woken and the exchange done."""
 
 import http.client
 import socket
