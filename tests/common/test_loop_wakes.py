@@ -202,16 +202,22 @@ def test_the_loop_does_not_spin_on_a_few_bytes_a_running_request_left(served):
     conn.close()
 
 
-def _served_with_bytes_buffered(server) -> bool:
+def _buffering(server) -> StreamingChannel | None:
+    """The test's one connection, if it has bytes buffered to send."""
     channels = [c for c in server._map.values() if isinstance(c, StreamingChannel)]
-    return len(channels) == 1 and bool(channels[0].requests and channels[0].total_outbufs_len)
+    return channels[0] if len(channels) == 1 and channels[0].total_outbufs_len else None
+
+
+def _served_with_bytes_buffered(server) -> bool:
+    channel = _buffering(server)
+    return channel is not None and bool(channel.requests)
 
 
 def _ended_with_bytes_left(server) -> StreamingChannel | None:
     """The one connection, once its request has ended (no thread serves it) with bytes still to send."""
-    channels = [c for c in server._map.values() if isinstance(c, StreamingChannel)]
-    if len(channels) == 1 and channels[0].total_outbufs_len and not channels[0].requests:
-        return channels[0] if server.task_dispatcher.active_count == 0 else None
+    channel = _buffering(server)
+    if channel is not None and not channel.requests and server.task_dispatcher.active_count == 0:
+        return channel
     return None
 
 
