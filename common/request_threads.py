@@ -3,9 +3,9 @@
 waitress hands each request to an idle request thread through one Condition, and `threading.Condition`
 wakes the thread that has waited longest: with 32 request threads and a few busy clients, every call went to
 the thread idle the longest, cold in the CPU's caches. `HotThreadDispatcher` wakes the thread that went idle
-last instead, so a steady load runs on the same few threads (about 3% of the bash daemon's CPU a task,
-docs/performance.md). Requests themselves are still taken first come, first served; only which idle thread
-takes the next one changes. Both daemons' servers use it (common/serve.py).
+last instead, so a steady load runs on the same few threads (docs/performance.md, "The run path, a third
+time"). Requests themselves are still taken first come, first served; only which idle thread takes the
+next one changes. Both daemons' servers use it (common/serve.py).
 """
 
 from __future__ import annotations
