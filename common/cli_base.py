@@ -22,14 +22,15 @@ from click.decorators import FC  # a command's function (or command), as click's
 
 if TYPE_CHECKING:  # imported where they are used: an operator command starts faster without them
     from common.config import ServerSettings
-    from common.mcp_client import ToolCallResult
-    from common.serve import Listener
-    from common.state_dir import StateDir
+    from common.disk.state_dir import StateDir
+    from common.protocol.client import ToolCallResult
+    from common.serving.serve import Listener
 
 S = TypeVar("S", bound="ServerSettings")
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 120}
 EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 1, 2, 3
+TASK_STATE_EXIT = {"timed_out": 124, "interrupted": 125, "killed": 137}  # as timeout(1), a restart, SIGKILL
 WAIT_WORTH_SAYING = 2.0  # seconds: an operator waiting longer than this on a silent terminal is told why
 CLIENT_EXIT_CODES = (
     (EXIT_REFUSED, "the daemon refused the call (unknown id or name, a bad value: the message says which)"),
@@ -117,8 +118,8 @@ def claim_daemon_start(settings_type: type[S], options: dict[str, Any], name: st
     or written nothing in the state directory. Returns (settings with the state directory as claimed, the
     claimed StateDir: keep it, it holds the lock; the listener)."""
     from common.config import settings_from_options
-    from common.serve import check_can_serve, listen
-    from common.state_dir import claim_state_dir, share_gid
+    from common.disk.state_dir import claim_state_dir, share_gid
+    from common.serving.serve import check_can_serve, listen
 
     settings = settings_from_options(settings_type, options)
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -152,7 +153,7 @@ class DaemonClient:
         """One tool call; exits 3 when the daemon cannot be reached and 1 when it refuses (the reason on stderr,
         or as {"error": ...} with --json). `arguments`: the tool's TypedDict where the command builds it so;
         a None value is an option not given, and is left out."""
-        from common.mcp_client import McpClientError, call_tool
+        from common.protocol.client import McpClientError, call_tool
 
         self._say_waiting(wait)
         live = LiveLine() if wait >= WAIT_WORTH_SAYING and sys.stderr.isatty() else None
@@ -199,12 +200,21 @@ class LiveLine:
 
 
 def _read_token(path: Path) -> str:
-    from common.http_guard import TokenFileError, read_token_file
+    from common.protocol.http_guard import TokenFileError, read_token_file
 
     try:
         return read_token_file(path)
     except TokenFileError as exc:
         raise click.UsageError(f"--token-file: {exc}") from None
+
+
+def task_exit_code(data: Mapping[str, Any]) -> int:
+    """The exit code that says how a task ended (0 while it runs): its own, or TASK_STATE_EXIT's."""
+    state = data.get("status")
+    if state == "done":
+        code = data.get("exit_code")
+        return code if isinstance(code, int) and 0 <= code <= 255 else 1
+    return TASK_STATE_EXIT.get(state, 0) if isinstance(state, str) else 0
 
 
 def fail(prog: str, message: str, code: int) -> NoReturn:

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal, TypeVar, get_args, get_origin
 import click
 from click.decorators import FC  # a command's function (or command), as click's decorators take it
 
-from common.durability import MODES as FSYNC_MODES
+from common.disk.durability import MODES as FSYNC_MODES
 
 
 def knob(default: Any, unit: str, help: str, env: str | None = None, multiple: bool = False) -> Any:

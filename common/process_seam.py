@@ -1,7 +1,7 @@
 """The one seam between both daemons and the kernel's processes: spawn a leader in a session of its own, learn
 of its exit without reaping it, reap it, signal its group, find its tree, stop identified processes.
 
-The bash engine and its workers (through hivebash/process_ops.py, which adds the task-marker searches), the
+The bash engine and its workers (through hivebash/processes/ops.py, which adds the task-marker searches), the
 bash daemon's reaper and the subagent's turn runner reach processes only through a `ProcessOps`;
 `LinuxProcessOps` does it for real, tests pass a recording fake (tests/kit/fake_ops.py) to walk the kill paths
 without processes or races.

@@ -1,6 +1,6 @@
 """Command lines: `hive-bash-daemon` serves the tools; `hive-bash` is the operator's client for a running daemon.
 
-`hive-bash` talks to the daemon through its MCP endpoint (one POST per call, common.mcp_client), prints the
+`hive-bash` talks to the daemon through its MCP endpoint (one POST per call, common.protocol.client), prints the
 same readable text the model reads, or the exact data with --json. Its exit codes are in EXIT_CODES.
 """
 
@@ -26,15 +26,14 @@ from common.cli_base import (
     package_version,
     program,
     show,
+    task_exit_code,
 )
 from common.config import BashSettings, click_options
-
-from .cli_interactive import attach_cmd, send_cmd
+from hivebash.cli_interactive import attach_cmd, send_cmd
 
 if TYPE_CHECKING:  # the tools' argument types only (importing hivebash.tools would load the engine)
-    from .tools import KillArgs, ListArgs, RunArgs, StatusArgs
+    from hivebash.tools import KillArgs, ListArgs, RunArgs, StatusArgs
 
-STATE_EXIT = {"timed_out": 124, "interrupted": 125, "killed": 137}
 DEFAULT_PORT = 7711
 FOLLOW_STEP = 1.0  # seconds: `tail -f` waits this long on the daemon's condition between reads
 EXIT_CODES = (
@@ -54,13 +53,12 @@ EXIT_CODES = (
 @click_options(BashSettings, "HIVE_BASH")
 def daemon_main(**options: Any) -> None:
     """Serve the background-shell tools (run, status, kill, list) over MCP streamable HTTP at /mcp."""
-    from common.daemon_main import run_daemon
-    from common.mcp_http import McpApp
+    from common.protocol.transport import McpApp
+    from common.serving.daemon_main import run_daemon
     from common.todos.delivery import TodoDelivery
-
-    from .engine import Engine
-    from .reaper import become_subreaper
-    from .tools import build_registry
+    from hivebash.engine import Engine
+    from hivebash.processes.reaper import become_subreaper
+    from hivebash.tools import build_registry
 
     # Refusals, the lock and the port before anything on disk is read or recovered; `state` holds the lock.
     settings, state, listener = claim_daemon_start(BashSettings, options, "bash")
@@ -91,15 +89,6 @@ def _raise_fd_limit() -> None:
 
 
 # ----- the operator's client ----------------------------------------------------------------------------------
-
-
-def _exit_for(data: dict[str, Any]) -> int:
-    """The exit code that says how a task ended (0 while it runs)."""
-    state = data.get("status")
-    if state == "done":
-        code = data.get("exit_code")
-        return code if isinstance(code, int) and 0 <= code <= 255 else 1
-    return STATE_EXIT.get(state, 0) if isinstance(state, str) else 0
 
 
 @program("hive-bash", EXIT_CODES, group=True)
@@ -144,7 +133,7 @@ def run_cmd(client: DaemonClient, cmd: tuple[str, ...], name: str | None, timeou
         args["stdin"] = stdin
     result = client.call("run", args, as_json=as_json, wait=wait_seconds)
     show(result, as_json)
-    sys.exit(_exit_for(result.data))
+    sys.exit(task_exit_code(result.data))
 
 
 @main.command("status")
@@ -201,7 +190,7 @@ def wait_cmd(client: DaemonClient, task_ids: tuple[str, ...], wait_seconds: floa
             time.sleep(FOLLOW_STEP)
     show(result, as_json)
     ended = [t for t in data.get("tasks", []) if t.get("id") in set(data.get("ended") or ())]
-    sys.exit(_exit_for(ended[0]) if ended else 0)
+    sys.exit(task_exit_code(ended[0]) if ended else 0)
 
 
 main.add_command(send_cmd)
@@ -264,7 +253,7 @@ def tail_cmd(client: DaemonClient, task_id: str, follow: bool, stream: str, coun
     except PermissionError:
         raise click.ClickException(f"{path}: permission denied (the files are 0600, "
                                    "owned by the daemon's user)") from None
-    sys.exit(_exit_for(data) if follow else 0)
+    sys.exit(task_exit_code(data) if follow else 0)
 
 
 def _copy(src, out) -> None:

@@ -1,6 +1,6 @@
 """`hive-bash send` and `hive-bash attach`: the operator types into a task that takes input (`--stdin pipe|tty`).
 
-Both call the daemon's `send` tool as the operator (common.mcp_client marks the call): an operator's send never
+Both call the daemon's `send` tool as the operator (common.protocol.client marks the call): an operator's send never
 clears the agent's todo of the task nor moves what the agent has been shown. `attach` shows the task's output
 live, read from its files in the state directory as `tail -f` does, and sends what the operator types until
 the detach key (ctrl-], as `docker attach`/telnet) or the task's end.
@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from common.cli_base import DaemonClient, json_option, show
+from common.cli_base import DaemonClient, json_option, show, task_exit_code
 
 if TYPE_CHECKING:  # the tools' argument types only (importing hivebash.tools would load the engine)
-    from .send_tool import SendArgs
-    from .tools import StatusArgs
+    from hivebash.tools import StatusArgs
+    from hivebash.tools.send import SendArgs
 
 DETACH = b"\x1d"  # ctrl-]
 ATTACH_POLL = 0.05  # seconds between looks at the output files and the operator's keyboard
@@ -57,13 +57,11 @@ def send_cmd(client: DaemonClient, task_id: str, text: str | None, keys: tuple[s
 
     Exits with the task's exit code if it ended during the wait, else 0. Your send is the operator's: it
     never clears the agent's todo of the task."""
-    from .cli import _exit_for
-
     args = {"id": task_id, "text": text, "keys": list(keys) or None, "eof": eof, "enter": enter,
             "wait_seconds": wait_seconds, "wait_for": wait_for}
     result = client.call("send", args, as_json=as_json, wait=wait_seconds or 2.0)
     show(result, as_json)
-    sys.exit(_exit_for(result.data))
+    sys.exit(task_exit_code(result.data))
 
 
 @click.command("attach")
@@ -77,8 +75,6 @@ def attach_cmd(client: DaemonClient, task_id: str) -> None:
     running. With input piped into attach, its lines are sent and the task followed until it ends.
 
     Exits with the task's exit code when it ends, 0 on detach."""
-    from .cli import _exit_for
-
     look: StatusArgs = {"id": task_id}
     data = client.call("status", look).data
     if data.get("stdin", "null") == "null":
@@ -101,7 +97,7 @@ def attach_cmd(client: DaemonClient, task_id: str) -> None:
         _say(f"[detached from {task_id}; it keeps running]")
         sys.exit(0)
     _say(f"[task {task_id} ended: status={last.get('status')} exit_code={last.get('exit_code')}]")
-    sys.exit(_exit_for(last))
+    sys.exit(task_exit_code(last))
 
 
 def _attach_loop(client: DaemonClient, task_id: str, data: dict, follow: list[OutputFollower], keyboard: int,

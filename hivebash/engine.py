@@ -1,10 +1,8 @@
 """The bash engine: builds the rooms once and hands each tool call to its verb.
 
-The rooms (docs/design.md has the whole map): registry.py (the one owner of the task table and its lock:
-`with registry.locked() as tasks:`), one module per verb (run.py, status.py, kill.py, listing.py,
-retention.py, recovery.py, shutdown.py; send.py for `send`), lifecycle.py (the workers' hooks: from the queue to
-the recorded end), answers.py (views and inline waits), todo_rules.py (which todo each task gets), process_ops.py
-(every process operation), arguments.py (request checks).
+The rooms are its folders, top floor first (docs/design.md draws them): verbs/ (a module a request), answers/
+(views and inline waits), processes/ (spawn to reap), disk/ (a task's files), tasks/ (the table and its lock:
+`with registry.locked() as tasks:`), stdin/, output_views/.
 """
 
 from __future__ import annotations
@@ -16,34 +14,35 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common.call_progress import NO_PROGRESS, Cancellation
 from common.config import BashSettings
 from common.notices import Notices
+from common.protocol.call_progress import NO_PROGRESS, Cancellation
+from common.protocol.tools import never_gone
 from common.todos import NoTodos, Todos
-from common.tools import never_gone
 from common.waiting import WAIT_CAP_SECONDS, Doorbell, WaitSlots
-
-from . import kill as kill_verb
-from . import listing, recovery, retention
-from . import output_views as ov
-from . import run as run_verb
-from . import shutdown as shutdown_verb
-from . import status as status_verb
-from .answers import Answers
-from .arguments import MAX_CMD_BYTES, MAX_IDS, EngineError, UnknownTask
-from .lifecycle import Lifecycle
-from .process_ops import LinuxTaskProcessOps, TaskProcessOps
-from .reaper import OrphanReaper
-from .records import RecordWriter
-from .registry import TaskRegistry
-from .rooms import Rooms
-from .runner import Launcher
-from .send import Sender, SendOutcome
-from .spares import SpareFiles
-from .store import TaskStore
-from .todo_rules import TodoCalls
-from .views import KillOutcome, ManyOutcome, Outcome, TaskView
-from .workers import WorkerPool
+from hivebash import output_views as ov
+from hivebash.answers.answering import Answers
+from hivebash.answers.views import KillOutcome, ManyOutcome, Outcome
+from hivebash.disk.records import RecordWriter
+from hivebash.disk.spares import SpareFiles
+from hivebash.disk.store import TaskStore
+from hivebash.errors import EngineError, UnknownTask
+from hivebash.processes.lifecycle import Lifecycle
+from hivebash.processes.ops import LinuxTaskProcessOps, TaskProcessOps
+from hivebash.processes.reaper import OrphanReaper
+from hivebash.processes.runner import Launcher
+from hivebash.processes.workers import WorkerPool
+from hivebash.tasks.registry import TaskRegistry
+from hivebash.tasks.snapshot import TaskView
+from hivebash.tasks.todo_rules import TodoCalls
+from hivebash.verbs import kill as kill_verb
+from hivebash.verbs import listing, recovery, retention
+from hivebash.verbs import run as run_verb
+from hivebash.verbs import shutdown as shutdown_verb
+from hivebash.verbs import status as status_verb
+from hivebash.verbs.arguments import MAX_CMD_BYTES, MAX_IDS
+from hivebash.verbs.rooms import Rooms
+from hivebash.verbs.send import Sender, SendOutcome
 
 __all__ = ["MAX_CMD_BYTES", "MAX_IDS", "Engine", "EngineError", "UnknownTask"]
 
@@ -121,7 +120,7 @@ class Engine:
             wait_for: str | None = None, stdin: str | None = None, cancel: Cancellation | None = None,
             progress: Any = NO_PROGRESS) -> Outcome:
         """Submit `bash -c cmd` (run.py). `stdin`: "null", "pipe" or "tty" (task_input.py); `cancel` and
-        `progress`: the call's (common/call_progress.py)."""
+        `progress`: the call's (common/protocol/call_progress.py)."""
         return run_verb.run(self.rooms, cmd, timeout_secs, wait_seconds, name, cwd, client_gone, wait_for, stdin,
                             cancel, progress)
 

@@ -9,12 +9,8 @@ from typing import Any
 
 from common.config import SubagentSettings
 from common.names import InvalidName, check_name
-from common.tools import Refusal
-from hivesubagent.turn import TurnBounds
-
-
-class SubagentError(Refusal):
-    """A request the subagent engine refuses; the message names the field and the rule (shown to the caller)."""
+from hivesubagent.errors import SubagentError
+from hivesubagent.turns.turn import TurnBounds
 
 
 def session_name(name: Any) -> str:

@@ -1,8 +1,8 @@
 """`hive-subagent-daemon` (serve the four tools) and `hive-subagent` (the operator's commands).
 
-Operator commands talk to the running daemon through one MCP call each (common.mcp_client), except `list`
+Operator commands talk to the running daemon through one MCP call each (common.protocol.client), except `list`
 and `log`, which read claude's transcripts from disk and so work with the daemon down: they find the daemon's
-working directory in its state directory (hivesubagent.where).
+working directory in its state directory (hivesubagent.transcripts.where).
 """
 
 from __future__ import annotations
@@ -32,11 +32,10 @@ from common.cli_base import (
     show,
 )
 from common.config import SubagentSettings, click_options
-
-from . import where
+from hivesubagent.transcripts import where
 
 if TYPE_CHECKING:  # the tools' argument types only (importing hivesubagent.tools would load the engine)
-    from .tools import BoundsArgs, ContinueArgs, InterruptArgs, StartArgs, SubagentStatusArgs
+    from hivesubagent.tools import BoundsArgs, ContinueArgs, InterruptArgs, StartArgs, SubagentStatusArgs
 
 _log = logging.getLogger(__name__)  # (`log` is the command below)
 
@@ -52,8 +51,8 @@ EXIT_CODES = ((0, "the call worked"), *CLIENT_EXIT_CODES)
 @click_options(SubagentSettings, "HIVE_SUBAGENT")
 def daemon_main(**options: Any) -> None:
     """Serve the subagent MCP tools (start, continue, interrupt, status) over streamable HTTP."""
-    from common.daemon_main import run_daemon
-    from common.mcp_http import McpApp
+    from common.protocol.transport import McpApp
+    from common.serving.daemon_main import run_daemon
     from common.todos.delivery import TodoDelivery
     from hivesubagent.engine import SOURCE, SubagentEngine
     from hivesubagent.tools import build_registry
@@ -213,8 +212,8 @@ def store_options(fn: Callable) -> Callable:
 
 
 def _store(workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, ...]):
-    from hivesubagent.claude import child_env, parse_extra_env
-    from hivesubagent.sessions import SessionStore
+    from hivesubagent.transcripts.sessions import SessionStore
+    from hivesubagent.turns.claude import child_env, parse_extra_env
 
     try:
         extra = parse_extra_env(extra_env)
@@ -254,7 +253,7 @@ def list_(workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, ..
     if as_json:
         click.echo(json.dumps({"project_dir": str(store.project_dir), "sessions": rows}, indent=2))
         return
-    from hivesubagent.texts import kv
+    from hivesubagent.answers.texts import kv
 
     click.echo(kv(sessions=len(rows), project_dir=str(store.project_dir)))
     for r in rows:
@@ -271,7 +270,7 @@ def log(name: str, workdir: Path | None, state_dir: Path | None, extra_env: tupl
         as_json: bool) -> None:
     """Show session NAME's transcript as readable turns (read from disk)."""
     from common.names import InvalidName, check_name
-    from hivesubagent.transcript_log import as_data, read_turns, render
+    from hivesubagent.transcripts.log import as_data, read_turns, render
 
     try:
         check_name(name, "name")

@@ -18,24 +18,33 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from common.call_progress import NO_PROGRESS, Cancellation
 from common.config import SubagentSettings
 from common.notices import Notices
 from common.process_seam import LinuxProcessOps, ProcessOps
+from common.protocol.call_progress import NO_PROGRESS, Cancellation
 from common.todos import Todos
 from common.waiting import WaitSlots, cap_wait
-from hivesubagent import claude, views, waits
-from hivesubagent import turn as T
-from hivesubagent.answers import PageData, SessionAnswer, SessionList, SessionView, Steps, TurnView, WaitedSessions
-from hivesubagent.arguments import SubagentError, open_prompt_file, prompt_text, session_name, turn_bounds
-from hivesubagent.index_file import IndexKeeper
-from hivesubagent.result_pages import OffsetError, page
-from hivesubagent.runner import TurnRunner, unarchive
-from hivesubagent.sessions import LiveSession, SessionStore, Transcript
-from hivesubagent.transcript_log import last_turn_page
-from hivesubagent.turn import Turn
-from hivesubagent.turn_work import read_turn_work
-from hivesubagent.turns import TurnTable
+from hivesubagent.answers.pages import OffsetError, page
+from hivesubagent.answers.shapes import (
+    PageData,
+    SessionAnswer,
+    SessionList,
+    SessionView,
+    Steps,
+    TurnView,
+    WaitedSessions,
+)
+from hivesubagent.arguments import open_prompt_file, prompt_text, session_name, turn_bounds
+from hivesubagent.errors import SubagentError
+from hivesubagent.transcripts.index_file import IndexKeeper
+from hivesubagent.transcripts.log import last_turn_page
+from hivesubagent.transcripts.sessions import LiveSession, SessionStore, Transcript
+from hivesubagent.turns import claude, views, waits
+from hivesubagent.turns import turn as T
+from hivesubagent.turns.runner import TurnRunner, unarchive
+from hivesubagent.turns.table import TurnTable
+from hivesubagent.turns.turn import Turn
+from hivesubagent.turns.work import read_turn_work
 
 __all__ = ["SOURCE", "SubagentEngine", "SubagentError", "open_prompt_file"]
 
@@ -180,7 +189,7 @@ class SubagentEngine:
         """`status(names=[...], wait_seconds=N, all=...)` (or one name): wait (capped at 30 s) until the first of
         the named turns running now ends (with `want_all`, every one), then each session's view. A session
         already finished before the call does not end the wait; with none running it answers at once. `progress`
-        and `cancel` are the call's (common/call_progress.py)."""
+        and `cancel` are the call's (common/protocol/call_progress.py)."""
         names = [session_name(n) for n in names]
         if len(set(names)) != len(names):
             raise SubagentError("names: must not name the same session twice")

@@ -16,9 +16,16 @@ from typing import Any, Required, TypedDict, cast
 
 from common.names import NAME_RULE
 from common.notices import NO_SOCKET, Notices
-from common.tools import Args, CallContext, Tool, ToolError, ToolRegistry, ToolResult, closed_object
+from common.protocol.tools import Args, CallContext, Tool, ToolError, ToolRegistry, ToolResult, closed_object
+from hivesubagent.answers.texts import (
+    render_list,
+    render_many,
+    render_session,
+    render_steps,
+    render_waited,
+    turn_result,
+)
 from hivesubagent.engine import SubagentEngine
-from hivesubagent.texts import render_list, render_many, render_session, render_steps, render_waited, turn_result
 
 NAME_SCHEMA = {
     "type": "string",

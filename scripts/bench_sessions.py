@@ -23,7 +23,7 @@ from pathlib import Path
 from bench_support import REPO, VENV_BIN, Daemon, McpConnection, Row, percentiles
 
 sys.path.insert(0, str(REPO))
-from hivesubagent.sessions import SessionStore, project_slug
+from hivesubagent.transcripts.sessions import SessionStore, project_slug
 
 MiB = 1 << 20
 TARGET_MS, GROWING_TARGET_MS, MEMORY_TARGET_MIB = 50.0, 20.0, 20.0

@@ -95,8 +95,8 @@ def _per_connection(server: socket.socket, n: int, check) -> list[float]:
 def caller_uid_check(ctx):
     """What knowing the caller costs each new connection (Claude Code reconnects every turn): the uid lookup
     the daemons do at accept, beside a new loopback connection itself and the /proc/net/tcp fallback."""
-    from common.connection_guard import ConnectionPolicy
-    from common.peer_uid import peer_uid_proc
+    from common.serving.connection_guard import ConnectionPolicy
+    from common.serving.peer_uid import peer_uid_proc
 
     n = ctx.reps(2000, 300)
     policy = ConnectionPolicy(frozenset({os.geteuid()}), 5.0)

@@ -97,7 +97,7 @@ def fenced(text: str, lang: str = "") -> str:
 
 def shown_call(url: str, tool: str, arguments: dict):
     """(the call as the model makes it and the answer's text, as Markdown; the result)."""
-    from common.mcp_client import call_tool
+    from common.protocol.client import call_tool
 
     shown = ", ".join(f"{k}={json.dumps(v)}" for k, v in arguments.items())
     result = call_tool(url, tool, arguments, operator=False)  # what the model reads, as the agent's call

@@ -12,7 +12,7 @@ from pathlib import Path
 from bench_support import Daemon
 from docs_examples import REPO, Normalizer, RecordingSocket, fenced, scratch, shown_call, wait_until
 
-from common.mcp_client import call_tool
+from common.protocol.client import call_tool
 
 DAEMON = str(Path(sys.executable).parent / "hive-subagent-daemon")
 FAKE_CLAUDE = REPO / "tests" / "kit" / "fake_claude.py"

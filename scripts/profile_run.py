@@ -55,7 +55,7 @@ def main() -> None:
 
 
 def _child(n: int, top: int, opcodes: bool) -> None:
-    import common.serve
+    import common.serving.serve
 
     def drive(app, settings, *, on_stop, listener=None) -> None:
         try:
@@ -63,7 +63,7 @@ def _child(n: int, top: int, opcodes: bool) -> None:
         finally:
             on_stop()
 
-    common.serve.serve_daemon = drive  # the daemon's own start, with this driver in place of the serving loop
+    common.serving.serve.serve_daemon = drive  # the daemon's own start, with this driver in place of the serving loop
     if opcodes:
         threading.settrace(_trace_if_counting)
         sys.settrace(_trace_if_counting)
@@ -201,7 +201,7 @@ def _report(n: int, walls: list[float], cpus: list[float], profiles, top: int) -
         python = sum(c for (f, _, _), c in merged.items() if f != "~") / n
         native = sum(c for (f, _, _), c in merged.items() if f == "~") / n
         locks = sum(c for (f, _, fn), c in merged.items()
-                    if f.endswith("hivebash/registry.py") and fn == "__enter__") / n
+                    if f.endswith("hivebash/tasks/registry.py") and fn == "__enter__") / n
         print(f"  {part}: {python:.1f} Python calls, {native:.1f} C calls a run; "
               f"the registry's lock entered {locks:.1f}x")
         for (f, line, fn), c in sorted(merged.items(), key=lambda kv: -kv[1])[:top]:

@@ -11,7 +11,7 @@ from small_disk import mount_small_disk, unmount
 # A shell without job control starts a background command (`scripts/test &`, `nohup`) with SIGINT ignored, and
 # an ignored signal stays ignored across exec: every task the in-process engines of these tests started would
 # ignore the graceful kill (SIGINT), and the kill tests failed (seen when the suite was run in the background).
-# The daemon itself does not depend on this: it serves with a SIGINT handler of its own (common/serve.py),
+# The daemon itself does not depend on this: it serves with a SIGINT handler of its own (common/serving/serve.py),
 # which exec resets to the default in each task.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)

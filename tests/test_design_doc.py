@@ -207,4 +207,4 @@ def test_the_checks_catch_a_drift():
     assert unresolved("common.todos.TodoDelivery", index) == "common.todos has no TodoDelivery"
     assert unresolved("SubagentEngine._transition_locked", index) == "class SubagentEngine has no _transition_locked"
     assert unresolved("store.RecordWriter", index) == "no module store has RecordWriter"
-    assert unresolved("common.durability.Flush", index) == "common.durability has no Flush"
+    assert unresolved("common.disk.durability.Flush", index) == "common.disk.durability has no Flush"

@@ -42,7 +42,10 @@ def _handler_reads(tool) -> type:
     bound = [cell.cell_contents for cell in tool.handler.__closure__ or ()
              if callable(cell.cell_contents) and "args" in getattr(cell.cell_contents, "__annotations__", {})]
     assert len(bound) == 1, f"{tool.name}: cannot find the function its handler wraps"
-    return get_type_hints(bound[0])["args"]
+    from hivebash.engine import Engine  # the handlers' engine type is imported for annotations only
+    from hivesubagent.engine import SubagentEngine
+
+    return get_type_hints(bound[0], localns={"Engine": Engine, "SubagentEngine": SubagentEngine})["args"]
 
 
 def _keys(typed_dict: type) -> tuple[set[str], set[str]]:

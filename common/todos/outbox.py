@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common.disk.safe_files import NOFOLLOW
+from common.disk.state_dir import remake_dir
+from common.disk.whole_files import replace_whole, reserve, write_all
 from common.json_text import utf8_line
-from common.safe_files import NOFOLLOW
-from common.state_dir import remake_dir
 from common.todos.wire import os_reason
-from common.whole_files import replace_whole, reserve, write_all
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Views of a task's output files for the model: grep, a window of lines, what is new, the tail, wait_for.
 
 Every view reads the files in blocks (never whole: an output may be many GiB), cleans what it shows
-(hivebash.terminal_text: no escape sequences, last carriage-return frame) and fits in a byte budget, so an
+(hivebash.output_views.terminal_text: no escape sequences, last carriage-return frame) and fits in a byte budget, so an
 answer that carries a view stays under 8 KiB however large the files are. Lines are numbered from 1 and
 ended by `\\n`.
 
@@ -10,10 +10,10 @@ lines of a growing file), grep_view, window_view, tail_view, failures (a failed 
 wait_for, request (what a status asks to see, and its rendering).
 """
 
-from .failures import FAILURE_LINES, FAILURE_PATTERN, failure_lines
-from .grep_view import compile_pattern, grep
-from .line_index import LineIndex
-from .reading import (
+from hivebash.output_views.failures import FAILURE_LINES, FAILURE_PATTERN, failure_lines
+from hivebash.output_views.grep_view import compile_pattern, grep
+from hivebash.output_views.line_index import LineIndex
+from hivebash.output_views.reading import (
     BLOCK,
     CONTEXT_MAX,
     GREP_SECONDS,
@@ -25,10 +25,10 @@ from .reading import (
     View,
     ViewError,
 )
-from .request import DEFAULT_MAX_LINES, STREAMS, ViewRequest, check_view, render
-from .tail_view import tail
-from .wait_for import Watch, watch
-from .window_view import window
+from hivebash.output_views.request import DEFAULT_MAX_LINES, STREAMS, ViewRequest, check_view, render
+from hivebash.output_views.tail_view import tail
+from hivebash.output_views.wait_for import Watch, watch
+from hivebash.output_views.window_view import window
 
 __all__ = ["FAILURE_LINES", "FAILURE_PATTERN", "failure_lines", "BLOCK", "CONTEXT_MAX", "DEFAULT_MAX_LINES",
            "GREP_SECONDS", "LINE_CAP", "MAX_LINES_MAX", "STREAMS",

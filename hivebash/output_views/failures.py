@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 
-from .grep_view import compile_pattern, scan
-from .line_index import number_hits
-from .reading import Line, Source, open_output, read_buffer, read_line_at, shown_text
+from hivebash.output_views.grep_view import compile_pattern, scan
+from hivebash.output_views.line_index import number_hits
+from hivebash.output_views.reading import Line, Source, open_output, read_buffer, read_line_at, shown_text
 
 FAILURE_PATTERN = r"(?i)error|fail|traceback|exception|panic"
 FAILURE_LINES = 5

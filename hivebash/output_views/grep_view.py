@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .line_index import number_hits
-from .reading import (
+from hivebash.output_views.line_index import number_hits
+from hivebash.output_views.reading import (
     CONTEXT_MAX,
     GREP_SECONDS,
     VIEW_BUDGET,

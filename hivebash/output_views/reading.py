@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from common.tools import Refusal
-from hivebash.terminal_text import readable
+from common.protocol.tools import Refusal
+from hivebash.output_views.terminal_text import readable
 
 BLOCK = 8 << 20  # bytes read per system call by the scans
 VIEW_BUDGET = 6 * 1024  # bytes of view text in one answer: the facts lines above it fit in the rest of 8 KiB

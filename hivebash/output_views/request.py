@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .grep_view import compile_pattern, grep
-from .reading import CONTEXT_MAX, MAX_LINES_MAX, VIEW_BUDGET, Source, View, ViewError
-from .tail_view import tail
-from .window_view import window
+from hivebash.output_views.grep_view import compile_pattern, grep
+from hivebash.output_views.reading import CONTEXT_MAX, MAX_LINES_MAX, VIEW_BUDGET, Source, View, ViewError
+from hivebash.output_views.tail_view import tail
+from hivebash.output_views.window_view import window
 
 STREAMS = ("stdout", "stderr")
 DEFAULT_MAX_LINES = 40
@@ -54,7 +54,7 @@ def check_view(grep: str | None = None, context: int | None = None, from_line: i
                max_lines: int | None = None, stream: str | None = None, new_only: bool | None = None,
                tail_lines: int | None = None) -> ViewRequest:
     """A ViewRequest, or a ViewError naming the field and the rule. `max_lines` alone reads the last lines.
-    Typed as `StatusArgs` has them (hivebash/tools.py); the type checks below repeat the schema's, so any
+    Typed as `StatusArgs` has them (hivebash/tools/__init__.py); the type checks below repeat the schema's, so any
     caller gets a ViewError that names the field."""
     _check_plain_fields(stream, new_only, tail_lines)
     chosen = [name for name, value in (("grep", grep), ("from_line", from_line), ("new_only", new_only or None),

@@ -13,10 +13,9 @@ import os
 from dataclasses import dataclass
 
 from common.humanize import human_bytes
-from hivebash.terminal_text import readable
-
-from .line_count import line_total, newlines_before, remember
-from .reading import LINE_CAP, VIEW_BUDGET, Source, View, open_output
+from hivebash.output_views.line_count import line_total, newlines_before, remember
+from hivebash.output_views.reading import LINE_CAP, VIEW_BUDGET, Source, View, open_output
+from hivebash.output_views.terminal_text import readable
 
 
 def count(n: int) -> str:

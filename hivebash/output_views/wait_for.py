@@ -6,9 +6,9 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from .grep_view import compile_pattern, scan
-from .line_index import number_hits
-from .reading import Line, Source, open_output, read_line_at, shown_text
+from hivebash.output_views.grep_view import compile_pattern, scan
+from hivebash.output_views.line_index import number_hits
+from hivebash.output_views.reading import Line, Source, open_output, read_line_at, shown_text
 
 
 @dataclass

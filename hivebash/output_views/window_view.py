@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 
-from .line_count import line_total, newlines_before
-from .line_index import offset_of_line
-from .reading import (
+from hivebash.output_views.line_count import line_total, newlines_before
+from hivebash.output_views.line_index import offset_of_line
+from hivebash.output_views.reading import (
     MAX_LINES_MAX,
     VIEW_BUDGET,
     Line,
@@ -19,7 +19,7 @@ from .reading import (
     read_line_at,
     shown_text,
 )
-from .tail_view import count, lines_text
+from hivebash.output_views.tail_view import count, lines_text
 
 
 def _total_lines(fd: int) -> int | None:

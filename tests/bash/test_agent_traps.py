@@ -197,7 +197,7 @@ def test_an_ignored_sigint_is_said_by_kill_status_and_list(agent):
 def test_list_of_a_thousand_tasks_stays_under_8_kib_and_pages(tmp_path):
     from kit.hivebash_testkit import settings, wait_idle
 
-    from common.tools import CallContext
+    from common.protocol.tools import CallContext
     from hivebash.engine import Engine
     from hivebash.tools import build_registry
 
@@ -231,7 +231,7 @@ def test_an_unknown_argument_names_the_nearest_known_one(agent):
 def test_a_queue_place_and_a_busy_wait_each_say_what_to_do(tmp_path):
     from kit.hivebash_testkit import settings
 
-    from common.tools import CallContext
+    from common.protocol.tools import CallContext
     from hivebash.engine import Engine
     from hivebash.tools import build_registry
 

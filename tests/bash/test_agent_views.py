@@ -8,8 +8,8 @@ import pytest
 from kit.gate import Gate
 from kit.hivebash_testkit import ended_mid_wait, settings, wait_until
 
-from common.tools import CallContext
-from hivebash import inline_wait
+from common.protocol.tools import CallContext
+from hivebash.answers import inline_wait
 from hivebash.engine import Engine
 from hivebash.tools import build_registry
 

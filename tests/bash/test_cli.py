@@ -15,7 +15,7 @@ from daemon_harness import sink_todos
 from kit.gate import Gate
 from kit.hivebash_testkit import marked_processes, wait_until
 
-from common import mcp_client
+from common.protocol import client as mcp_client
 from hivebash.cli import main
 
 DAEMON = str(Path(sys.executable).parent / "hive-bash-daemon")

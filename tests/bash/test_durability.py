@@ -10,7 +10,7 @@ import threading
 import pytest
 from daemon_harness import VENV_BIN, wait_until
 
-from common.durability import ALWAYS, BATCHED, Flusher
+from common.disk.durability import ALWAYS, BATCHED, Flusher
 
 
 class SyncRecorder:
@@ -195,7 +195,7 @@ def test_a_sync_tool_that_cannot_run_falls_back_to_file_by_file(tmp_path, caplog
 def test_a_sync_tool_that_cannot_run_leaves_every_chunk_to_file_by_file(tmp_path, caplog, monkeypatch):
     """A batch above TOOL_MAX_PATHS goes to the tool in chunks: once it fails to run, the later chunks are
     flushed here too, and the flusher's thread lives on."""
-    import common.durability as durability
+    import common.disk.durability as durability
 
     monkeypatch.setattr(durability, "TOOL_MAX_PATHS", 9)
     tool = _fake_tool(tmp_path)
@@ -249,7 +249,7 @@ class CloseRecorder:
 
 
 def _store_with_recorder(tmp_path, mode, window=60):
-    from hivebash.store import TaskStore
+    from hivebash.disk.store import TaskStore
 
     store = TaskStore(tmp_path / "state", fsync=mode, fsync_window=window)
     closes = CloseRecorder()
@@ -304,9 +304,9 @@ def test_always_holds_every_replaced_record(tmp_path):
 
 
 def test_a_record_loaded_at_start_is_held_when_replaced(tmp_path):
-    from hivebash import task as t
-    from hivebash.records import record_of
-    from hivebash.store import TaskStore
+    from hivebash.disk.store import TaskStore
+    from hivebash.tasks import task as t
+    from hivebash.tasks.record import record_of
 
     first = TaskStore(tmp_path / "state", fsync=BATCHED, fsync_window=60)
     first.save_dict("t", record_of(t.Task(id="t", cmd="true", cwd="/", marker="t:n", seq=1, submitted_at=1.0)))

@@ -18,9 +18,9 @@ from kit.hivebash_testkit import (
     wait_until,
 )
 
-from hivebash import runner
-from hivebash.answer_texts import facts_line
+from hivebash.answers.texts import facts_line
 from hivebash.engine import EngineError, UnknownTask
+from hivebash.processes import runner
 
 
 def test_run_inline_result_has_exit_code_tails_rusage_and_no_todo(engine, todos):
@@ -322,7 +322,7 @@ def test_peak_rss_is_shown_only_above_the_daemons_own_peak(engine):
 def test_a_peak_below_an_earlier_reading_of_the_daemons_needs_no_getrusage(monkeypatch):
     import resource
 
-    import hivebash.runner as runner
+    import hivebash.processes.runner as runner
 
     real, calls = resource.getrusage, []
     monkeypatch.setattr(runner.resource, "getrusage", lambda who: calls.append(who) or real(who))

@@ -1,4 +1,4 @@
-"""Interactive tasks with real programs: `run(stdin="pipe"|"tty")` and `send` (hivebash/send.py, task_input.py,
+"""Interactive tasks with real programs: `run(stdin="pipe"|"tty")` and `send` (hivebash/verbs/send.py, task_input.py,
 terminal.py). No fakes: bash's `read -p`, `python3 -i`, `getpass`, `cat`, `sleep` and `ls --color=auto` run on
 a real pipe or pseudo-terminal, and every answer is read as the model would read it."""
 
@@ -12,11 +12,11 @@ import pytest
 from kit.gate import Gate
 from kit.hivebash_testkit import marked_processes, settings, wait_until
 
-from common.tools import CallContext, ToolArgumentsError
-from hivebash.arguments import EngineError
+from common.protocol.tools import CallContext, ToolArgumentsError
 from hivebash.engine import Engine
-from hivebash.send import SEND_LIMIT
+from hivebash.errors import EngineError
 from hivebash.tools import build_registry
+from hivebash.verbs.send import SEND_LIMIT
 
 AGENT, OPERATOR = CallContext(structured=True), CallContext(structured=True, operator=True)
 ANSWER_BOUND = 8 * 1024

@@ -11,8 +11,8 @@ from kit.fake_ops import RecordingOps
 from kit.hivebash_testkit import settings, shell_exited, wait_until
 
 from hivebash.engine import Engine
-from hivebash.records import record_of
-from hivebash.task import Task
+from hivebash.tasks.record import record_of
+from hivebash.tasks.task import Task
 
 INT, TERM, KILL = signal.SIGINT, signal.SIGTERM, signal.SIGKILL
 
@@ -182,7 +182,7 @@ def test_a_kill_with_every_wait_slot_taken_says_it_did_not_wait_not_that_sigint_
     """The slots are taken by hand, as other calls' waits would: the kill's short wait cannot run, so the answer
     says the signal went out and that it did not wait, with the call that shows the end; it must not read as
     a task that ignored SIGINT (that is said only after a real wait)."""
-    from hivebash.answer_texts import kill_result
+    from hivebash.answers.texts import kill_result
 
     engine = make_engine(ops=ops)
     ops.ignore = {INT}  # still running when the answer is made

@@ -8,7 +8,7 @@ import pytest
 
 from hivebash import output_views as ov
 from hivebash.output_views import Source, ViewError, grep, reading, tail, window
-from hivebash.terminal_text import clean, readable
+from hivebash.output_views.terminal_text import clean, readable
 
 FILLER = b"filler output line with some ordinary text in it, nothing to see here 0123456789\n"
 BIG_LINES_PER_UNIT = 1000  # lines 1, 1001, 2001, ... are TICK lines

@@ -130,7 +130,7 @@ def test_a_line_after_a_quiet_second_is_told_at_once(bash_daemon):
 
 
 def test_the_message_of_a_wait_on_several_tasks(engine, tmp_path):
-    from hivebash.wait_progress import WaitTelling
+    from hivebash.answers.wait_progress import WaitTelling
 
     gate = Gate(tmp_path)  # b prints after a: its line is the last one
     engine.run("echo one; sleep 30", name="a", wait_seconds=0)
@@ -196,8 +196,8 @@ def test_a_reader_that_never_reads_costs_the_slot_for_the_window_only(bash_daemo
 def test_a_large_output_is_shown_by_size_until_its_lines_are_counted(engine, monkeypatch):
     """A message reads at most COUNT_BUDGET to count lines: a bigger output is shown by its size, then by its
     count once the later messages have read it all (never a whole GiB in one look)."""
-    from hivebash import wait_progress
-    from hivebash.wait_progress import WaitTelling
+    from hivebash.answers import wait_progress
+    from hivebash.answers.wait_progress import WaitTelling
 
     monkeypatch.setattr(wait_progress, "COUNT_BUDGET", 1 << 20)
     engine.run("seq 1 300000; echo 'last line here'; sleep 30", name="big", wait_seconds=0)  # ~2 MiB

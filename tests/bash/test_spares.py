@@ -1,12 +1,12 @@
-"""Spare files (hivebash/spares.py): a later run's output files and record temp files, made once a run's answer
+"""Spare files (hivebash/disk/spares.py): a later run's output files and record temp files, made once a run's answer
 is sent, then taken by the next unnamed run; never shared with a task, never left behind by a clean stop, and
 removed at start when a dead daemon left them."""
 
 import os
 
-from common import after_answer
-from hivebash.spares import SpareFiles
-from hivebash.store import TaskStore
+from common.protocol import after_answer
+from hivebash.disk.spares import SpareFiles
+from hivebash.disk.store import TaskStore
 
 
 def spare_files(store, task_id):

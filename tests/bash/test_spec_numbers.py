@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from kit.hivebash_testkit import settings
 
-from common.mcp_client import call_tool
+from common.protocol.client import call_tool
 from hivebash.engine import Engine
 
 DAEMON = str(Path(sys.executable).parent / "hive-bash-daemon")

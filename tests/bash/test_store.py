@@ -6,9 +6,9 @@ import stat
 
 import pytest
 
-from hivebash import task as t
-from hivebash.records import record_of
-from hivebash.store import TaskStore
+from hivebash.disk.store import TaskStore
+from hivebash.tasks import task as t
+from hivebash.tasks.record import record_of
 
 
 def make(task_id="a", seq=1):

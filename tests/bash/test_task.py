@@ -5,8 +5,8 @@ import signal
 
 import pytest
 
-from hivebash import task as t
-from hivebash.records import record_of
+from hivebash.tasks import task as t
+from hivebash.tasks.record import record_of
 
 
 def make(state=t.PENDING):

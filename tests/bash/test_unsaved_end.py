@@ -9,7 +9,7 @@ from kit.daemons_kit import running_record_written
 from kit.gate import Gate
 from kit.hivebash_testkit import TodoRecorder, settings, wait_until
 
-from common.tools import CallContext
+from common.protocol.tools import CallContext
 from hivebash.engine import Engine
 from hivebash.tools import build_registry
 

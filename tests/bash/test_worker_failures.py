@@ -5,8 +5,8 @@ import json
 
 from kit.hivebash_testkit import marked_processes, wait_until
 
-from hivebash.lifecycle import Lifecycle
-from hivebash.runner import TaskRunner
+from hivebash.processes.lifecycle import Lifecycle
+from hivebash.processes.runner import TaskRunner
 
 
 def test_a_worker_that_fails_after_the_spawn_stops_the_task_and_says_why(engine, monkeypatch):

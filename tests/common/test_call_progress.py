@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from common.call_progress import HEARTBEAT, LINE_POLL, MIN_GAP, Cancellation, Pacer, paced_wait
+from common.protocol.call_progress import HEARTBEAT, LINE_POLL, MIN_GAP, Cancellation, Pacer, paced_wait
 
 
 def test_none_in_the_first_gap_then_news_is_told_at_once():

@@ -1,4 +1,4 @@
-"""The serving loop is woken at a request's end only when it has something new to do (common/stream_channel.py,
+"""The serving loop is woken at a request's end only when it has something new to do (common/serving/stream_channel.py,
 `quiet_request_ends`), and does not spin on a connection it could not write to (its `writable`: while the
 request thread sends, or a running request has a few bytes buffered): the daemons' own waitress server, in
 this process so that its trigger and its turns can be counted, driven over real keep-alive sockets. A wake
@@ -14,10 +14,10 @@ from daemon_harness import wait_until
 from waitress import wasyncore
 
 from common.config import ServerSettings
-from common.serve import _create_server
-from common.stream_channel import StreamingChannel
+from common.serving.serve import _create_server
+from common.serving.stream_channel import StreamingChannel
 
-# Above send_bytes (common/serve.py): the request thread sends it whole.
+# Above send_bytes (common/serving/serve.py): the request thread sends it whole.
 LONG_BODY = b'{"jsonrpc":"2.0","id":1,"result":{"text":"' + b"x" * 400 + b'"}}'
 # More than a loopback socket takes while its reader reads nothing (4 MiB tcp_wmem at most, 128 KiB of
 # receive window), less than waitress's 16 MiB outbuf_high_watermark (above it the thread would wait for the

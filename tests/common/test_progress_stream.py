@@ -265,8 +265,9 @@ def test_a_huge_progress_token_is_answered_without_a_stream(echo_daemon):
 
 
 def test_the_operator_clients_call_reads_a_streamed_answer(echo_daemon):
-    """common.mcp_client (the operator CLIs' client) with on_progress: each message as it comes, then the result."""
-    from common.mcp_client import call_tool
+    """common.protocol.client (the operator CLIs' client) with on_progress: each message as it comes, then the
+    result."""
+    from common.protocol.client import call_tool
 
     seen = []
     result = call_tool(echo_daemon.url, "tick", {"count": 3, "gap": 0.05}, on_progress=seen.append)

@@ -1,10 +1,10 @@
-"""Which idle request thread takes the next request (common/request_threads.py): the one that went idle last."""
+"""Which idle request thread takes the next request (common/serving/request_threads.py): the one that went idle last."""
 
 import threading
 
 from daemon_harness import wait_until
 
-from common.request_threads import HotThreadDispatcher, MostRecentFirst
+from common.serving.request_threads import HotThreadDispatcher, MostRecentFirst
 
 
 class _Job:

@@ -8,7 +8,7 @@ import sys
 import pytest
 from daemon_harness import ECHO_SERVER, start_daemon
 
-from common.mcp_client import McpClientError, call_tool
+from common.protocol.client import McpClientError, call_tool
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ from daemon_harness import ECHO_SERVER
 from kit.clock import FakeClock
 
 from common.config import ServerSettings
-from common.mcp_sessions import SessionTable
+from common.protocol.sessions import SessionTable
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import logging
 import pytest
 from jsonschema.exceptions import SchemaError
 
-from common.tools import (
+from common.protocol.tools import (
     CallContext,
     Tool,
     ToolArgumentsError,
@@ -141,7 +141,7 @@ def test_expected_failure_is_an_error_result(registry):
 
 
 def test_unexpected_exception_is_a_short_error_result_and_logged(registry, caplog):
-    with caplog.at_level(logging.ERROR, logger="common.tools"):
+    with caplog.at_level(logging.ERROR, logger="common.protocol.tools"):
         result = registry.call("crash", {})
     assert result.is_error and result.text.startswith("internal error in tool 'crash': KeyError")
     assert len(result.text) <= 500 and "Traceback" not in result.text
@@ -172,7 +172,7 @@ def test_an_invalid_schema_is_refused_at_declaration():
 from mcp_types import methods as sdk_methods  # noqa: E402
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS  # noqa: E402
 
-from common.mcp_methods import McpMethods, is_plain_tool_result  # noqa: E402
+from common.protocol.methods import McpMethods, is_plain_tool_result  # noqa: E402
 
 PLAIN_RESULTS = [
     {"content": [{"type": "text", "text": "id=1 status=done\n"}], "isError": False},

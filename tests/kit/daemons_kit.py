@@ -20,7 +20,7 @@ BIN = Path(sys.executable).parent
 # Far above the 30 s inline-wait cap: a slow answer on a loaded box is not a hang, and must not race the wait.
 CALL_TIMEOUT = 90.0
 BASH_DAEMON = BIN / "hive-bash-daemon"
-MARKER_ENV = "HIVE_BASH_TASK"  # hivebash.processes.MARKER_ENV: every process of a task carries it
+MARKER_ENV = "HIVE_BASH_TASK"  # hivebash.processes.search.MARKER_ENV: every process of a task carries it
 
 
 

@@ -7,11 +7,11 @@ import time
 
 import click
 
-from common.call_progress import paced_wait
 from common.config import ServerSettings, click_options, settings_from_options
-from common.mcp_http import McpApp
-from common.serve import serve_daemon
-from common.tools import Tool, ToolError, ToolRegistry, ToolResult
+from common.protocol.call_progress import paced_wait
+from common.protocol.tools import Tool, ToolError, ToolRegistry, ToolResult
+from common.protocol.transport import McpApp
+from common.serving.serve import serve_daemon
 from common.waiting import wait_for
 
 ECHO_SCHEMA = {
@@ -68,7 +68,7 @@ held_changed = threading.Condition()
 
 
 def hold(args, ctx):
-    """Wait `seconds` through common.call_progress.paced_wait (progress every heartbeat), unless cancelled."""
+    """Wait `seconds` through common.protocol.call_progress.paced_wait (progress every heartbeat), unless cancelled."""
     start = time.monotonic()
     with held_changed:
         holding[0] += 1

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from common.config import BashSettings
 from hivebash.engine import Engine, EngineError
-from hivebash.reaper import become_subreaper
+from hivebash.processes.reaper import become_subreaper
 
 
 def main() -> None:

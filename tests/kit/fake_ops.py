@@ -1,5 +1,5 @@
 """A recording stand-in for the process seam (common.process_seam.LinuxProcessOps,
-hivebash.process_ops.LinuxTaskProcessOps): no process is started.
+hivebash.processes.ops.LinuxTaskProcessOps): no process is started.
 
 A fake, because what these tests check is which operation the engine asks for on each path (kill while
 pending, starting, running, in the grace; timeouts; leftovers; restart), which with real processes depends on

@@ -12,7 +12,7 @@ from daemon_harness import wait_until
 from todo_recorder import TodoRecorder  # noqa: F401 - re-exported for the bash tests
 
 from common.config import BashSettings
-from hivebash.processes import MARKER_ENV
+from hivebash.processes.search import MARKER_ENV
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent

@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from common.mcp_client import call_tool
+from common.protocol.client import call_tool
 from daemon_harness import wait_until
 from kit.nixtest import BASH_TOOLS, HERE, REPO, SUBAGENT_TOOLS, eval_json
 

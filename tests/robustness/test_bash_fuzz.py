@@ -26,7 +26,7 @@ FUZZ = settings(max_examples=examples(120), deadline=None, database=None,
 FIELD = re.compile(r"\b(cmd|timeout_secs|wait_seconds|name|cwd|id|force|state|limit|arguments|stdin"
                    r"|text|keys|enter|eof|wait_for)\b")
 NAME_OK = re.compile(r"[a-z0-9-]{1,63}\.(out|err|json)|\.[a-z0-9-]{1,63}(\.next)?\.json\.tmp")
-# The files of a spare (hivebash/spares.py): an 8-hex id with outputs and record temp files but no record. They
+# The files of a spare (hivebash/disk/spares.py): an 8-hex id with outputs and record temp files but no record. They
 # are made after an answer is sent, so they can appear between two listings of a test.
 SPARE_FILE = re.compile(r"\.?(?P<id>[0-9a-f]{8})(\.next)?\.(out|err|json\.tmp)")
 

@@ -1,4 +1,4 @@
-"""Property tests of tool-argument validation (common.tools) with the echo tool's schema, in process.
+"""Property tests of tool-argument validation (common.protocol.tools) with the echo tool's schema, in process.
 
 Whatever the arguments, a call is either accepted and answered, or refused with a ToolArgumentsError that names
 the field: a handler must never see a value its schema did not promise (it would crash with a TypeError).
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from kit.echo_server import ECHO_SCHEMA, TOOLS
 from kit.fuzz_budget import examples
 
-from common.tools import ToolArgumentsError, ToolRegistry, validate_arguments
+from common.protocol.tools import ToolArgumentsError, ToolRegistry, validate_arguments
 
 FUZZ = settings(max_examples=examples(300), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 REGISTRY = ToolRegistry([t for t in TOOLS if t.name in ("echo", "refuse", "crash")])
@@ -67,12 +67,12 @@ def test_argument_free_tools_refuse_any_argument_by_name(args):
         assert result.is_error and result.text.strip(), "refuse/crash always answer with an error that says something"
 
 
-# -- the quick check (common/quick_check.py) agrees with jsonschema -------------------------------------------
+# -- the quick check (common/protocol/quick_check.py) agrees with jsonschema -------------------------------------------
 
 def _real_schemas():
     """Every tool schema the daemons serve, and the echo tool's (registries built without an engine: the
     handlers are never called here)."""
-    from common.quick_check import compile_quick_check
+    from common.protocol.quick_check import compile_quick_check
     from hivebash.tools import build_registry as bash_tools
     from hivesubagent.tools import build_registry as subagent_tools
 
@@ -109,7 +109,7 @@ def _values_for(prop: dict):
 @FUZZ
 @given(data=st.data())
 def test_the_quick_check_says_yes_exactly_when_jsonschema_finds_no_error(name, schema, quick, data):
-    from common.tools import ArgumentValidator
+    from common.protocol.tools import ArgumentValidator
 
     props = schema.get("properties", {})
     chosen = data.draw(st.fixed_dictionaries({}, optional={k: _values_for(p) for k, p in props.items()}))

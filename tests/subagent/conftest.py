@@ -15,7 +15,7 @@ from kit.mock_messages_api import MockMessagesServer, claude_env
 from todo_recorder import TodoRecorder
 
 from common.config import SubagentSettings
-from hivesubagent.sessions import SessionStore
+from hivesubagent.transcripts.sessions import SessionStore
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""hivesubagent.claude without processes: command lines, stream-json reading, the outcome table."""
+"""hivesubagent.turns.claude without processes: command lines, stream-json reading, the outcome table."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hivesubagent import claude
-from hivesubagent.claude import StreamState, classify
+from hivesubagent.turns import claude
+from hivesubagent.turns.claude import StreamState, classify
 
 
 def test_start_and_continue_command_lines():

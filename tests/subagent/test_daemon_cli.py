@@ -18,8 +18,8 @@ from click.testing import CliRunner
 from daemon_harness import sink_todos, wait_until
 from mcp.client.client import Client
 
-from hivesubagent import where
 from hivesubagent.cli import main as cli_main
+from hivesubagent.transcripts import where
 
 BIN = Path(sys.executable).parent
 
@@ -136,7 +136,7 @@ def test_log_and_list_read_transcripts_without_a_daemon(tmp_path):
     home = tmp_path / "home"
     work = tmp_path / "work"
     work.mkdir()
-    from hivesubagent.sessions import SessionStore
+    from hivesubagent.transcripts.sessions import SessionStore
 
     store = SessionStore(work, {"HOME": str(home)})
     store.project_dir.mkdir(parents=True)

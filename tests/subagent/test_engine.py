@@ -19,9 +19,9 @@ from daemon_harness import wait_until
 from kit.gate import Gate
 from kit.subagent_testkit import running_names, wait_for_turns
 
-from hivesubagent import turn as T
 from hivesubagent.engine import SubagentError, open_prompt_file
-from hivesubagent.sessions import SessionStore
+from hivesubagent.transcripts.sessions import SessionStore
+from hivesubagent.turns import turn as T
 
 
 def wait_running_in_fake(engine, name: str, seconds: float = 10.0) -> None:
@@ -392,7 +392,7 @@ def test_a_leftover_holding_stdout_does_not_hold_the_turn(engine_factory, fake_c
                                                           tmp_path, monkeypatch):
     """Turn completion follows the process exit, not the pipe's EOF: a process that left claude's group may
     keep stdout open for as long as it lives."""
-    import hivesubagent.runner as runner_module
+    import hivesubagent.turns.runner as runner_module
 
     monkeypatch.setattr(runner_module, "READER_DRAIN_SECONDS", 0.5)
     engine, todos = engine_factory(fake_claude_bin, fake_env)

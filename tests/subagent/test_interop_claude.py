@@ -17,9 +17,9 @@ from daemon_harness import wait_until
 from kit.subagent_testkit import running_names
 
 from common.notices import promises_a_notice
-from common.tools import ToolArgumentsError
-from hivesubagent.sessions import SessionStore
+from common.protocol.tools import ToolArgumentsError
 from hivesubagent.tools import build_registry
+from hivesubagent.transcripts.sessions import SessionStore
 
 pytestmark = pytest.mark.interop
 

@@ -13,10 +13,10 @@ import pytest
 from kit.mock_messages_api import long_reply
 from kit.subagent_testkit import wait_for_turns
 
-from common.tools import ToolArgumentsError
-from hivesubagent import index_file
-from hivesubagent.result_pages import PAGE_BYTES
+from common.protocol.tools import ToolArgumentsError
+from hivesubagent.answers.pages import PAGE_BYTES
 from hivesubagent.tools import build_registry
+from hivesubagent.transcripts import index_file
 
 pytestmark = pytest.mark.interop
 

@@ -129,7 +129,7 @@ class Reports:
 
 def test_a_wait_reports_the_turns_progress_and_a_cancel_ends_it(engine_factory, claude_bin, real_env,
                                                                 prompt_file, mock_api):
-    from common.call_progress import Cancellation
+    from common.protocol.call_progress import Cancellation
 
     engine, _ = engine_factory(claude_bin, real_env)
     engine.start("pw", str(prompt_file), trigger='pw-1 MOCK:hold=pw\nMOCK:tool=Bash {"command": "echo waited-on"}')

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hivesubagent.tools import build_registry
-from hivesubagent.transcript_log import read_turns, render
+from hivesubagent.transcripts.log import read_turns, render
 
 pytestmark = pytest.mark.interop
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hivesubagent.sessions import SessionStore, archive_file, config_dir, java_string_hash, project_slug
-from hivesubagent.transcript import read_transcript
+from hivesubagent.transcripts.sessions import SessionStore, archive_file, config_dir, java_string_hash, project_slug
+from hivesubagent.transcripts.transcript import read_transcript
 
 
 def test_java_string_hash_matches_javascript():

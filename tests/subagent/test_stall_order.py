@@ -10,7 +10,7 @@ import time
 import pytest
 from kit.gate import Gate
 
-from hivesubagent import turn as T
+from hivesubagent.turns import turn as T
 
 
 @pytest.mark.slow

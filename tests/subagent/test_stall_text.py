@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from hivesubagent import views
-from hivesubagent.turn import Turn
+from hivesubagent.turns import views
+from hivesubagent.turns.turn import Turn
 
 
 def _silent_turn(threshold: float, silence: float) -> Turn:

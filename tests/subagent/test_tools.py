@@ -8,10 +8,10 @@ import pytest
 
 from common.config import SubagentSettings
 from common.notices import Notices, promises_a_notice
-from common.tools import ToolArgumentsError, UnknownTool
+from common.protocol.tools import ToolArgumentsError, UnknownTool
+from hivesubagent.answers.pages import EXCERPT_BYTES, PAGE_BYTES, OffsetError, excerpt, page
+from hivesubagent.answers.texts import kv, render_list, render_session, turn_result
 from hivesubagent.engine import SubagentEngine
-from hivesubagent.result_pages import EXCERPT_BYTES, PAGE_BYTES, OffsetError, excerpt, page
-from hivesubagent.texts import kv, render_list, render_session, turn_result
 from hivesubagent.tools import build_registry
 
 SOCKET, NO_SOCKET = Notices(True), Notices(False)
@@ -161,7 +161,7 @@ def test_a_result_page_answer_says_where_it_is_and_how_to_go_on():
 
 
 def test_progress_of_a_running_turn_reads_in_one_line():
-    from hivesubagent.progress import Progress, short_input
+    from hivesubagent.turns.progress import Progress, short_input
 
     p = Progress()
     p.assistant({"id": "m1", "content": [{"type": "text", "text": "looking"}],
@@ -223,9 +223,9 @@ def test_no_todo_is_promised_without_a_harness_socket(tmp_path):
 
 
 def test_refusals_say_what_to_do(tmp_path):
-    from hivesubagent.arguments import SubagentError
-    from hivesubagent.turn import Turn
-    from hivesubagent.turns import TurnTable
+    from hivesubagent.errors import SubagentError
+    from hivesubagent.turns.table import TurnTable
+    from hivesubagent.turns.turn import Turn
 
     table = TurnTable(2, NO_SOCKET)
     for name in ("a", "b"):

@@ -1,4 +1,4 @@
-"""The incremental transcript index (hivesubagent/transcript_index.py): summaries read piecemeal equal a whole
+"""The incremental transcript index (hivesubagent/transcripts/index.py): summaries read piecemeal equal a whole
 parse, however the file grew between looks (a torn last line included), and a file truncated, rewritten in
 place, replaced under the same name or archived is read afresh; a foreign transcript is never read whole."""
 
@@ -13,10 +13,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from kit.fuzz_budget import examples
 
-from hivesubagent import index_file, transcript_index
-from hivesubagent.sessions import SessionStore, archive_file
-from hivesubagent.transcript import read_transcript
-from hivesubagent.transcript_index import HEAD_BYTES, TAIL_BYTES, TranscriptIndex
+from hivesubagent.transcripts import index as transcript_index
+from hivesubagent.transcripts import index_file
+from hivesubagent.transcripts.index import HEAD_BYTES, TAIL_BYTES, TranscriptIndex
+from hivesubagent.transcripts.sessions import SessionStore, archive_file
+from hivesubagent.transcripts.transcript import read_transcript
 
 
 def stamp(i: int) -> str:

@@ -1,4 +1,4 @@
-"""turn_work: the files and commands of a transcript's last turn (entries shaped as claude 2.1.328 writes them,
+"""turns.work: the files and commands of a transcript's last turn (entries shaped as claude 2.1.328 writes them,
 as the real CLI wrote them in test_interop_work.py)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hivesubagent.texts import work_lines
-from hivesubagent.turn_work import FILES_SHOWN, read_turn_work, relative
+from hivesubagent.answers.texts import work_lines
+from hivesubagent.turns.work import FILES_SHOWN, read_turn_work, relative
 
 
 def prompt(text: str) -> dict:

@@ -1,0 +1,289 @@
+"""Declaring a tool once (name, description for the model, input schema, handler) and calling it safely.
+
+Arguments are validated with `jsonschema` against the declared schema; each error names the field and the
+rule. A handler signals an expected failure by raising `ToolError` or a `Refusal` (an `isError` result the model
+reads); any other exception becomes a short `isError` result, logged with its traceback, and the server keeps
+serving.
+"""
+
+import difflib
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import jsonschema
+from jsonschema import Draft202012Validator
+from jsonschema.validators import extend
+
+from common.protocol.call_progress import NO_PROGRESS, Cancellation
+from common.protocol.quick_check import compile_quick_check
+
+log = logging.getLogger(__name__)
+
+
+class ToolError(Exception):
+    """An expected failure of a tool call (bad value, unknown id, refused action): shown to the model as is."""
+
+
+class Refusal(ToolError, ValueError):
+    """What both daemons refuse a call with (a bad value, an unknown id, a refused action); the message names the
+    field and the rule. The registry answers it as the call's `isError` result, so no handler wraps it."""
+
+
+class ToolArgumentsError(ValueError):
+    """The arguments do not match the tool's input schema; the message names the field and the rule."""
+
+
+class UnknownTool(LookupError):
+    """No tool of that name is registered."""
+
+
+def never_gone() -> bool:
+    """The `client_gone` of a caller that cannot hang up (in-process calls, tests)."""
+    return False
+
+
+def closed_object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A tool's input schema: an object of these properties only (any other field is refused by name)."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    schema["additionalProperties"] = False
+    return schema
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What a handler may want to know about the call beyond its arguments.
+
+    `client_gone()` tells, without blocking, whether the client has hung up or cancelled the call (an inline
+    wait whose caller is gone must still leave the result where the agent will find it). `cancel` is fired
+    by that hang-up or cancel, so a wait that registers with it ends at once; `progress` reports to a client
+    that asked for progress (common/protocol/call_progress.py). `operator` marks a call from an operator's CLI rather
+    than the agent: it must not count as the agent having seen anything."""
+
+    structured: bool = False
+    protocol_version: str | None = None
+    session_id: str | None = None
+    client_gone: Callable[[], bool] = never_gone
+    operator: bool = False
+    cancel: Cancellation = field(default_factory=Cancellation)
+    progress: Any = NO_PROGRESS
+
+
+@dataclass
+class ToolResult:
+    """One result, formatted twice: `text` for the model (the default) and `data` for programmatic callers.
+    `data` is only read (sent as structuredContent), so any answer's TypedDict goes in as it is, uncopied; at run
+    time it is a dict (common/protocol/methods.py sends a dict's result on its fast path)."""
+
+    text: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+    is_error: bool = False
+
+
+# A handler's arguments: the TypedDict of its tool's input schema (hivebash/tools/__init__.py `RunArgs`, ...), so mypy
+# checks every key a handler reads; at run time a plain dict, as the registry validated it.
+Args = TypeVar("Args", bound=Mapping[str, Any])
+Handler = Callable[[Args, CallContext], ToolResult]
+
+
+@dataclass(frozen=True)
+class Tool(Generic[Args]):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    handler: Handler[Args]
+    title: str | None = None
+    annotations: Mapping[str, Any] | None = None
+    # An argument name a caller may mean, mapped to what to say (`{"prompt": "the first turn's prompt is
+    # trigger"}`): shown when that unknown name is refused, where spelling alone would point elsewhere.
+    argument_hints: Mapping[str, str] | None = None
+    # Arguments the handler limits in bytes of UTF-8 (the schema's maxLength counts characters): named with that
+    # limit when a call's body is over the request limit (common/protocol/oversized_call.py).
+    byte_limits: Mapping[str, int] | None = None
+    # How this tool takes a long part through a file instead, ending "write the long part to a file and ...":
+    # said when a call's body is over the request limit (common/protocol/oversized_call.py);
+    # None: "pass its path instead".
+    file_route: str | None = None
+
+    def listing(self) -> dict[str, Any]:
+        """The tool as `tools/list` shows it. No outputSchema: the Python SDK would then *require*
+        structuredContent on every result, and Claude Code would show the model only that (docs/design.md,
+        "MCP clients")."""
+        entry: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
+        if self.title:
+            entry["title"] = self.title
+        if self.annotations:
+            entry["annotations"] = dict(self.annotations)
+        return entry
+
+
+def _is_json_integer(checker: Any, instance: Any) -> bool:
+    """Only a JSON integer is an integer. JSON Schema also counts 2.0, which then reached handlers as a float
+    where they expect an int (`"x" * 2.0`, `range(2.0)` raise TypeError: an internal error instead of a clear
+    refusal; found by tests/robustness/test_fuzz_tool_args.py)."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+# types-jsonschema leaves `extend` untyped.
+ArgumentValidator = extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_json_integer))
+
+
+def _field_path(error: jsonschema.ValidationError) -> str:
+    path = ".".join(str(p) for p in error.absolute_path)
+    if error.validator == "required":
+        # The missing property is in the message, not the path: "'cmd' is a required property".
+        missing = error.message.split("'")[1] if "'" in error.message else "?"
+        return f"{path}.{missing}" if path else missing
+    if error.validator == "additionalProperties" and not path:
+        return "arguments"
+    return path or "arguments"
+
+
+# Rules whose text is a template of the schema's value.
+_RULE_TEXT = {
+    "minimum": "must be >= {}",
+    "exclusiveMinimum": "must be > {}",
+    "maximum": "must be <= {}",
+    "minLength": "must be at least {} characters",
+    "maxLength": "must be at most {} characters",
+    "pattern": "must match {}",
+    "minItems": "must have at least {} item(s)",
+    "maxItems": "must have at most {} items",
+}
+
+
+def _unknown_arguments(error: jsonschema.ValidationError, hints: Mapping[str, str]) -> str:
+    """Which arguments are unknown, the known one each was most likely meant as, and the known ones."""
+    known = list((error.schema.get("properties") or {}) if isinstance(error.schema, dict) else ())
+    given = error.instance if isinstance(error.instance, dict) else {}
+    named = []
+    for name in sorted(k for k in given if k not in known):
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = hints.get(name) or (f"did you mean {near[0]!r}?" if near else "")
+        named.append(f"{name!r}" + (f" ({hint})" if hint else ""))
+    return f"unknown argument(s) not allowed: {', '.join(named)}; the known ones: {', '.join(known)}"
+
+
+def _rule(error: jsonschema.ValidationError, hints: Mapping[str, str]) -> str:
+    v, rule = error.validator, error.validator_value
+    rule_value: Any = rule  # the schema's value of keyword `v`: a number, a string, a list of them
+    if v in _RULE_TEXT:
+        return _RULE_TEXT[v].format(rule)
+    if v == "required":
+        return "is required"
+    if v == "type":
+        return f"must be of type {rule_value if isinstance(rule_value, str) else ' or '.join(rule_value)}"
+    if v == "uniqueItems":
+        return "must not name the same item twice"
+    if v == "enum":
+        return "must be one of " + ", ".join(repr(x) for x in rule_value)
+    if v == "additionalProperties" and rule is False:
+        return _unknown_arguments(error, hints)
+    return error.message
+
+
+def validate_arguments(schema: dict[str, Any] | Any, arguments: Any,
+                       hints: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Return `arguments` if they satisfy `schema` (a JSON schema, or an ArgumentValidator built from one);
+    raise ToolArgumentsError naming every bad field."""
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise ToolArgumentsError("arguments: must be an object")
+    validator = ArgumentValidator(schema) if isinstance(schema, dict) else schema
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    if errors:
+        raise ToolArgumentsError("; ".join(f"{_field_path(e)}: {_rule(e, hints or {})}" for e in errors))
+    _check_encodable(arguments, "")
+    return arguments
+
+
+def _check_encodable(value: Any, where: str) -> None:
+    """Refuse text UTF-8 cannot encode: JSON's \\ud800 escapes decode to lone surrogates, which would fail
+    later, deep in a tool (a command line, a file name, a todo), as an internal error."""
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ToolArgumentsError(f"{where or 'arguments'}: holds text that is not valid Unicode (a lone "
+                                         f"surrogate at character {exc.start}); send valid UTF-8 text") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not (type(key) is str and key.isascii()):  # ASCII names and values (most calls) need no call
+                _check_encodable(key, f"{where} key" if where else "argument name")
+            if not (type(item) is str and item.isascii()) and isinstance(item, (str, dict, list)):
+                _check_encodable(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_encodable(item, f"{where}[{index}]")
+
+
+class ToolRegistry:
+    """The tools one server offers, by name, in declaration order, and the server-wide guidance a model reads
+    once (`instructions`: MCP's `initialize` and `server/discover` carry it)."""
+
+    def __init__(self, tools: Sequence[Tool[Any]] = (), instructions: str | None = None):
+        self.instructions = instructions
+        # Tool[Any]: each tool's handler takes its own TypedDict; `call` is where a validated dict becomes it.
+        self._tools: dict[str, Tool[Any]] = {}
+        # One validator a tool, built at registration: building one (a referencing registry and resolver) per
+        # call was a tenth of a tools/call's Python time (docs/performance.md, "Measurements behind the code").
+        # Most calls are answered by the quick check alone (common/protocol/quick_check.py); jsonschema judges the rest.
+        self._validators: dict[str, Any] = {}
+        self._quick: dict[str, Callable[[dict[str, Any]], bool] | None] = {}
+        for tool in tools:
+            self.add(tool)
+
+    def add(self, tool: Tool[Any]) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} declared twice")
+        Draft202012Validator.check_schema(tool.input_schema)
+        self._tools[tool.name] = tool
+        self._validators[tool.name] = ArgumentValidator(tool.input_schema)
+        self._quick[tool.name] = compile_quick_check(tool.input_schema)
+
+    def listing(self) -> list[dict[str, Any]]:
+        return [t.listing() for t in self._tools.values()]
+
+    def tools(self) -> list[Tool[Any]]:
+        """The declared tools, in declaration order."""
+        return list(self._tools.values())
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._tools
+
+    def get(self, name: str) -> Tool[Any]:
+        """The tool of that name; UnknownTool if none."""
+        tool = self._tools.get(name)
+        if tool is None:
+            raise UnknownTool(name)
+        return tool
+
+    def call(self, name: str, arguments: Any, ctx: CallContext | None = None) -> ToolResult:
+        """Validate and run one call. Raises UnknownTool / ToolArgumentsError (protocol errors);
+        every failure inside the handler comes back as an `isError` ToolResult."""
+        tool = self._tools.get(name)
+        if tool is None:
+            raise UnknownTool(name)
+        quick = self._quick[name]
+        if quick is not None and isinstance(arguments, dict) and quick(arguments):
+            args = arguments
+            _check_encodable(args, "")  # the quick check looks at types and lengths only
+        else:
+            args = validate_arguments(self._validators[name], arguments, tool.argument_hints)
+        # The one seam where the call's dict becomes trusted: it satisfies the tool's schema (quick check or
+        # jsonschema, just above), and so the handler's TypedDict of that schema (tests/test_tool_args.py holds
+        # the two equal). Tool[Any] passes it through untouched: no cast, no copy, nothing checked again.
+        try:
+            return tool.handler(args, ctx or CallContext())
+        except ToolError as exc:
+            return ToolResult(text=str(exc), data={"error": str(exc)}, is_error=True)
+        except Exception as exc:  # the server keeps serving; the operator gets the traceback in the log
+            log.exception("tool %s failed unexpectedly", name)
+            message = f"internal error in tool {name!r}: {type(exc).__name__}: {exc}"[:500]
+            return ToolResult(text=message, data={"error": message}, is_error=True)

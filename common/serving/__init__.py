@@ -1,0 +1,1 @@
+"""waitress serving: the listener, connections (uid, deadlines, idle close), streamed answers, request threads."""

@@ -1,0 +1,144 @@
+"""waitress's side of a streamed answer (common/protocol/event_stream.py): events leave as they are written, and a
+client that hangs up mid-answer is told to the request at once.
+
+- Flush: waitress sends what a request thread writes only once `send_bytes` (common/serving/serve.py: 256) are
+  buffered, or when the answer ends; a progress event is ~250-400 bytes, so one would wait for the next.
+  `flush_now` sends the buffer from the request thread as `write_soon` does for a large write (the socket is
+  non-blocking: a slow reader leaves the bytes buffered, the thread never blocks; the serving loop sends
+  them when the socket drains, from `send_bytes` up: fewer wait for the request's next write or its end).
+- Hang-up: with `channel_request_lookahead` (common/serving/serve.py) the serving loop reads the connection while a
+  request runs and sees its end (EOF, or a failed send); the request's registered function (HANGUP_KEY,
+  a `Cancellation.fire`) is called then, from the serving loop, so a wait ends at once.
+- Wake: waitress wakes the serving loop (its trigger: a write, then a turn of the loop that takes the GIL)
+  at the end of every request, so that the loop looks at the connection again. With the lookahead the loop
+  was already reading it, and an answer the request thread sent whole leaves nothing to send: then the loop
+  would find the connection as it left it, and `quiet_request_ends` skips that wake (one a call;
+  docs/performance.md, "The run path, a third time"). A wake is kept whenever the loop has something new to
+  do: bytes left to send, a close, another request read ahead, a lost connection. The rule reads waitress 3's
+  `readable`/`writable` (setup.cfg pins < 4); tests/common/test_loop_wakes.py holds each case.
+- Spin: while a request thread sends its answer (`write_soon` flushes from the thread once `send_bytes` are
+  buffered), waitress's `writable` holds (bytes are buffered), the socket is writable, and the loop's
+  `handle_write` finds the buffer's lock taken and does nothing: the loop turned again and again, each turn a
+  select and a pass over every connection under the GIL that the sending thread needs back (most of the
+  loop's turns under load; docs/performance.md, "The serving loop's spin").
+  The same spin followed fewer than `send_bytes` buffered while a request runs (`handle_write` leaves them
+  for the thread's next write or the request's end). `writable` now holds only when `handle_write` would act:
+  not while the connection's request thread is in its send, nor below `send_bytes` while a request runs. If
+  a send leaves bytes the loop must send, `write_soon` and `flush_now` wake the loop (waitress's "not
+  flushed" and remainder rules), and the request's end wakes it for what is left below `send_bytes`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from waitress.channel import HTTPChannel
+from waitress.server import TcpWSGIServer
+from waitress.task import WSGITask
+
+from common.protocol.event_stream import FLUSH_KEY, HANGUP_KEY
+
+log = logging.getLogger(__name__)
+
+_SERVING = threading.local()  # in a request thread: the channel it serves and that channel's request
+
+
+class StreamingTask(WSGITask):
+    """waitress's WSGI task, with the two hooks of a streamed answer in its environ."""
+
+    def get_environment(self) -> dict[str, Any]:
+        environ = super().get_environment()
+        channel = self.channel
+        assert isinstance(channel, StreamingChannel), "task_class of a StreamingChannel only"
+        environ[FLUSH_KEY] = channel.flush_now
+        environ[HANGUP_KEY] = channel.on_hangup
+        return environ
+
+
+class StreamingChannel(HTTPChannel):
+    """waitress's HTTP channel with the two hooks (common/connection_guard.GuardedChannel builds on it)."""
+
+    task_class = StreamingTask
+    _hangup: Callable[[], None] | None = None
+    _sending = False  # this connection's request thread is in a send of its buffer (module doc: Spin)
+
+    def writable(self) -> bool:
+        """Whether the loop's `handle_write` would act now (module doc: Spin): a close to make, or bytes it may
+        send, which while a request runs means at least `send_bytes` and no send of the request thread's."""
+        if self.will_close or self.close_when_flushed:
+            return True
+        if not self.total_outbufs_len:
+            return False
+        if not self.requests:
+            return True
+        return not self._sending and self.total_outbufs_len >= self.adj.send_bytes
+
+    def _flush_some(self, do_close: bool = True) -> bool:
+        if getattr(_SERVING, "channel", None) is not self:  # the serving loop's own send
+            return bool(super()._flush_some(do_close=do_close))  # type: ignore[misc]  # the stubs leave it out
+        self._sending = True
+        try:
+            return bool(super()._flush_some(do_close=do_close))  # type: ignore[misc]
+        finally:
+            self._sending = False
+
+    def service(self) -> None:
+        _SERVING.channel, _SERVING.request = self, self.requests[0]
+        try:
+            super().service()
+        finally:
+            _SERVING.channel = _SERVING.request = None
+
+    def loop_sees_no_change(self) -> bool:
+        """Whether the serving loop, woken now, would find this channel as it left it: the request served has
+        left `requests` (a wake while it is still served is a write's, and is kept), the connection is open,
+        nothing is left to send or close (`writable`), and the loop was reading it all along (the requests
+        still queued are within the lookahead, so `readable` held while this one was served)."""
+        if self.requests and self.requests[0] is _SERVING.request:
+            return False
+        return bool(self.connected and not self.writable()
+                    and len(self.requests) < self.adj.channel_request_lookahead)
+
+    def on_hangup(self, fn: Callable[[], None] | None) -> None:
+        """Call `fn` once if the client hangs up (None: forget it; the request that set it has ended)."""
+        self._hangup = fn
+        if fn is not None and not self.connected:
+            self._hung_up()
+
+    def flush_now(self) -> None:
+        with self.outbuf_lock:  # (waitress's own write_soon does this; the stubs leave its internals out)
+            _, failed = self._flush_exception(self._flush_some, do_close=False)  # type: ignore[attr-defined]
+        if failed or self.total_outbufs_len:
+            self.server.pull_trigger()  # the serving loop sends the rest, or closes a broken connection
+
+    def handle_read(self) -> None:
+        super().handle_read()
+        if not self.connected:
+            self._hung_up()
+
+    def handle_close(self) -> None:
+        super().handle_close()
+        self._hung_up()
+
+    def _hung_up(self) -> None:
+        fn, self._hangup = self._hangup, None
+        if fn is not None:
+            try:
+                fn()
+            except Exception:  # the serving loop must go on whatever a request's hook does
+                log.exception("a hang-up hook failed")
+
+
+def quiet_request_ends(listener: TcpWSGIServer) -> None:
+    """Skip waitress's end-of-request wake of the serving loop when it would find nothing new (module doc)."""
+    pull = listener.pull_trigger
+
+    def pull_trigger() -> None:
+        channel = getattr(_SERVING, "channel", None)
+        if channel is None or not channel.loop_sees_no_change():
+            pull()
+
+    listener.pull_trigger = pull_trigger  # type: ignore[method-assign]  # wrapped, as connection_guard wraps maintenance

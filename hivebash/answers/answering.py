@@ -1,0 +1,140 @@
+"""What `run`, `status` and `kill` answer with: a task's view (snapshot, output, leftovers still alive) and
+the inline wait before it. The snapshot is taken under the registry's lock; the files and /proc are read
+after it is released."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from common.notices import Notices
+from common.protocol.call_progress import NO_PROGRESS, Cancellation
+from common.protocol.tools import never_gone
+from common.waiting import WaitSlots, WaitWindow
+from hivebash import output_views as ov
+from hivebash.answers import inline_wait
+from hivebash.answers.views import STARTED_BYTES, STARTED_VIEW, Outcome, read_output
+from hivebash.answers.wait_progress import WaitTelling
+from hivebash.disk.store import TaskStore
+from hivebash.processes.ops import TaskProcessOps
+from hivebash.tasks.entry import TaskEntry
+from hivebash.tasks.registry import LockedTasks, TaskRegistry
+from hivebash.tasks.snapshot import TaskView
+
+
+class Answers:
+    """Views and inline waits over the registry (each method takes the lock itself)."""
+
+    def __init__(self, registry: TaskRegistry, store: TaskStore, ops: TaskProcessOps, slots: WaitSlots,
+                 notices: Notices, tail_bytes: int):
+        self.registry = registry
+        self.store = store
+        self.ops = ops
+        self.slots = slots
+        self.notices = notices  # todos reach the agent: answers may promise one
+        self.tail_bytes = tail_bytes  # per stream, of a plain tail
+
+    def wait(self, entries: list[TaskEntry], window: WaitWindow, from_run: bool,
+             client_gone: Callable[[], bool] = never_gone, watches: Sequence[tuple[str, ov.Watch]] = (),
+             wait_for: str | None = None, operator: bool = False, view: ov.ViewRequest | None = None,
+             shows: bool = True, cancel: Cancellation | None = None, progress: Any = NO_PROGRESS,
+             wait_on: list[TaskEntry] | None = None, every: bool = False) -> Outcome:
+        """Inline wait (the caller registered as a waiter of each entry under the lock). No free slot: answer
+        at once. A cancel ends it at once; a client that asked for progress gets it meanwhile. `wait_on`: the
+        entries whose end ends the wait (default all); `every`: all of them, not the first. With `wait_for`,
+        the output a trailing `&` left running is watched on while it lives.
+
+        A caller that hung up or cancelled will never read the result: it is left as the completion todo
+        instead of counting as seen (and no cursor moves); so is a result only an operator saw."""
+        start = time.monotonic()
+        matched, matched_id = None, None
+        waited_on = entries if wait_on is None else wait_on
+        ended_before = {e.id for e in entries if e.task.ended}  # (read without the lock: a race only costs a stat)
+        with self.slots.held() as slot, self.registry.wakes_on(cancel):
+            telling = (WaitTelling(self.registry, entries, self.sources, wait_for, time.monotonic)
+                       if slot and progress.wanted else None)
+            if slot and (watches or telling is not None):
+                matched, matched_id = inline_wait.wait_any(
+                    self.registry, waited_on, window.seconds, time.monotonic, list(watches), cancel=cancel,
+                    progress=progress, telling=telling, every=every, lingering=lambda: self._lingering(entries))
+            with self.registry.locked() as tasks:
+                if slot and not watches and telling is None:
+                    inline_wait.wait_ended(tasks, waited_on, window.seconds, cancel, every)
+                tasks.agent.done_waiting(entries, from_run, (lambda: True) if operator else client_gone)
+                waited = time.monotonic() - start
+                first = next((e for e in entries if e.id == matched_id or e.task.ended), entries[0])
+                snap = self._snapshot(tasks, first.id)
+                sizes = _end_sizes(first) if first.id not in ended_before else None
+        truncated = [f"{task_id} {w.source.stream}" for task_id, w in watches if w.truncated]
+        earlier = _earlier_match(watches) if wait_for is not None and matched is None else (None, None)
+        return Outcome(self._read(first.id, snap, view, shows and not client_gone(), from_run, sizes), window, waited,
+                       wait_skipped=not slot, wait_for=wait_for, matched=matched, matched_id=matched_id,
+                       truncated=truncated, notices=self.notices, earlier=earlier[0], earlier_id=earlier[1],
+                       first_answer=from_run)
+
+    def _lingering(self, entries: list[TaskEntry]) -> bool:
+        """Processes an ended task's shell started still run (they may still write its output)."""
+        return any(self.ops.is_alive(p) for e in entries if e.task.ended for p in list(e.leftovers))
+
+    def sources(self, task_id: str) -> list[ov.Source]:
+        return [ov.Source("stdout", self.store.file(task_id, "out")),
+                ov.Source("stderr", self.store.file(task_id, "err"))]
+
+    def view(self, task_id: str, request: ov.ViewRequest | None = None, shows: bool = False,
+             settle: Callable[[LockedTasks, str], None] | None = None, brief: bool = False) -> TaskView:
+        """Snapshot under the lock; the output and leftover checks outside it (file and /proc reads). When
+        the answer `shows` the agent the end of the output, its new_only cursor moves there. `settle` runs
+        under the same lock first (run's short wait for a spawn). `brief`: run's `task started` answer, which
+        shows the last few lines of a task that still runs."""
+        with self.registry.locked() as tasks:
+            if settle is not None:
+                settle(tasks, task_id)
+            snap = self._snapshot(tasks, task_id)
+        return self._read(task_id, snap, request, shows, brief)
+
+    @staticmethod
+    def _snapshot(tasks: LockedTasks, task_id: str) -> tuple[TaskView, TaskEntry, list, dict[str, int]]:
+        view = tasks.view(task_id)
+        entry = tasks.get(task_id)
+        return view, entry, list(entry.leftovers), dict(entry.seen_to)
+
+    def _read(self, task_id: str, snap: tuple[TaskView, TaskEntry, list, dict[str, int]],
+              request: ov.ViewRequest | None, shows: bool, brief: bool = False,
+              sizes: dict[str, int] | None = None) -> TaskView:
+        """`sizes`: the outputs' sizes at the end this answer's wait saw (no stat of them again)."""
+        view, entry, leftovers, seen_to = snap
+        if brief and not view.task.terminal:
+            read_output(view, self.store, STARTED_VIEW, seen_to, STARTED_BYTES)
+        else:
+            read_output(view, self.store, request, seen_to, self.tail_bytes, sizes)
+        output = view.output  # set by read_output
+        if shows and (request is None or request.moves_cursor) and output is not None and any(
+                seen_to.get(stream, 0) != offset for stream, offset in output.read_to.items()):
+            with self.registry.locked() as tasks:  # (a cursor that does not move takes no lock: most answers)
+                tasks.agent.shown_to(entry, output.read_to)
+        if leftovers:
+            alive = [p for p in leftovers if self.ops.is_alive(p)]
+            view.leftovers = [p.pid for p in alive]
+            if len(alive) != len(leftovers):
+                with self.registry.locked() as tasks:
+                    tasks.still_alive(entry, alive)
+        return view
+
+
+def _end_sizes(entry: TaskEntry) -> dict[str, int] | None:
+    """The outputs' sizes taken at the entry's end, when nothing can have written since: no process of it is
+    left (a leftover may still write), and no terminal whose copier might still be at work."""
+    task = entry.task
+    if not task.terminal or entry.leftovers or task.stdin == "tty":
+        return None
+    return entry.end_sizes
+
+
+def _earlier_match(watches: Sequence[tuple[str, ov.Watch]]) -> tuple[ov.Line | None, str | None]:
+    """A line that matches `wait_for` among what the agent was shown before the call (it ended no wait)."""
+    for task_id, w in watches:
+        line = w.earlier() if isinstance(w, ov.Watch) else None
+        if line is not None:
+            return line, task_id
+    return None, None

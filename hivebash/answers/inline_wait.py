@@ -1,0 +1,118 @@
+"""Inline waits: until one of some tasks has ended (and its end is recorded), or a new line of their output
+matches `wait_for`, or the client cancels the call, or the window closes; meanwhile, for a client that asked,
+progress (hivebash/answers/wait_progress.py says what, common/call_progress.Pacer when).
+
+A task's end wakes the wait through the registry's condition (no polling). Output is written by the task's own
+processes straight to its files, so nothing in the daemon can signal a new line: with `wait_for`, the wait
+also wakes to look at the files' growth, first after WATCH_RECHECK_FIRST and then at doubling intervals up
+to WATCH_RECHECK_MAX (a check costs one fstat per stream when nothing was written).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from common.protocol.call_progress import NO_PROGRESS, Cancellation, Pacer
+from hivebash import output_views as ov
+from hivebash.answers.wait_progress import WaitTelling
+from hivebash.tasks.entry import TaskEntry
+from hivebash.tasks.registry import LockedTasks, TaskRegistry
+
+WATCH_RECHECK_FIRST = 0.02  # seconds
+WATCH_RECHECK_MAX = 0.25  # seconds: how late a matching line can be noticed at worst
+
+
+def watches_for(entries: list[TaskEntry], paths: Callable[[str], list[ov.Source]], pattern: str,
+                from_start: bool) -> list[tuple[str, ov.Watch]]:
+    """A Watch of each stream of each task: from the files' start (a task `run` just created), or from where
+    the agent was shown each stream up to (its new_only cursor): a line printed before the call, but never
+    shown, counts."""
+    return [(e.id, ov.watch(src, pattern, start=0 if from_start else dict(e.seen_to).get(src.stream, 0)))
+            for e in entries for src in paths(e.id)]
+
+
+def wait_ended(tasks: LockedTasks, entries: list[TaskEntry], seconds: float, cancel: Cancellation | None = None,
+               every: bool = False) -> bool:
+    """Wait (with the registry's lock held; it is released meanwhile) until one of `entries` (`every`: all of
+    them) has ended and its end is on disk, a cancel, or `seconds` pass (the caller holds
+    `registry.wakes_on(cancel)`)."""
+    return tasks.wait(_stop(entries, cancel, every), seconds)
+
+
+def _stop(entries: list[TaskEntry], cancel: Cancellation | None, every: bool = False) -> Callable[[], bool]:
+    if len(entries) == 1:  # run's wait, and most of status's: no generator per look
+        task = entries[0].task
+        if cancel is None:
+            return lambda: task.terminal
+        return lambda: cancel.fired or task.terminal
+    ended = all if every else any
+    if cancel is None:
+        return lambda: ended(e.task.terminal for e in entries)
+    return lambda: cancel.fired or ended(e.task.terminal for e in entries)
+
+
+def wait_any(registry: TaskRegistry, entries: list[TaskEntry], seconds: float, clock: Callable[[], float],
+             watches: list[tuple[str, ov.Watch]], first_recheck: float = WATCH_RECHECK_FIRST,
+             cancel: Cancellation | None = None, progress: Any = NO_PROGRESS, telling: WaitTelling | None = None,
+             every: bool = False, lingering: Callable[[], bool] | None = None) -> tuple[ov.Line | None, str | None]:
+    """Wait (called without the lock) until an end or a matching line; returns the matching line and its
+    task's id, or (None, None). `first_recheck`: the first look at the files' growth (send's is sooner: an
+    echo comes in a millisecond). A cancel ends the wait at once; with `telling`, `progress` is reported as
+    common.protocol.call_progress.Pacer says. `every`: until all `entries` have ended, not the first. `lingering()`:
+    processes an ended task's shell started still run (checked outside the lock): `wait_for` keeps watching
+    the output they write (a `cmd` ended with `&`)."""
+    cancel = cancel or Cancellation()
+    stop = _stop(entries, cancel, every)
+    deadline = clock() + seconds
+    with registry.wakes_on(cancel):
+        if not watches and telling is None:
+            with registry.locked() as tasks:
+                tasks.wait(stop, seconds)
+            return None, None
+        found = _watch_and_tell(registry, stop, seconds, clock, watches, first_recheck, progress, telling)
+        if found[0] is None and not cancel.fired and watches and lingering is not None and lingering():
+            fired = cancel
+            found = _watch_and_tell(registry, lambda: fired.fired, max(0.0, deadline - clock()), clock, watches,
+                                    first_recheck, progress, telling, gone=lambda: not lingering())
+    if found[0] is not None or cancel.fired:
+        return found
+    # An ended task's last lines, the last one even without a newline.
+    return _first_match(watches, final={e.id for e in entries if e.task.ended})
+
+
+def _watch_and_tell(registry: TaskRegistry, stop: Callable[[], bool], seconds: float, clock: Callable[[], float],
+                    watches: list[tuple[str, ov.Watch]], recheck: float, progress: Any,
+                    telling: WaitTelling | None, gone: Callable[[], bool] | None = None
+                    ) -> tuple[ov.Line | None, str | None]:
+    """The wait that looks at the output: for a `wait_for` match (rechecks doubling to WATCH_RECHECK_MAX) and,
+    with `telling`, for news to report. `gone()`: what writes the output has exited (the wait ends)."""
+    start = clock()
+    deadline, pacer = start + seconds, Pacer(start) if telling is not None else None
+    while True:
+        found = _first_match(watches, final=False)
+        if found[0] is not None:
+            return found
+        now = clock()
+        remaining = deadline - now
+        if remaining <= 0:
+            return None, None
+        pause = min(remaining, recheck if watches else remaining, pacer.next_look(now) if pacer else remaining)
+        with registry.locked() as tasks:
+            if tasks.wait(stop, pause):
+                return None, None
+        if gone is not None and gone():
+            return _first_match(watches, final=True)
+        recheck = min(recheck * 2, WATCH_RECHECK_MAX)
+        if pacer is not None and telling is not None:
+            now = clock()
+            if now < deadline and pacer.due(now, telling.news()):
+                progress.report(now - start, seconds, telling.message())
+
+
+def _first_match(watches: list[tuple[str, ov.Watch]], final: bool | set[str]) -> tuple[ov.Line | None, str | None]:
+    for task_id, w in watches:
+        line = w.check(final=final is True or isinstance(final, set) and task_id in final)
+        if line is not None:
+            return line, task_id
+    return None, None

@@ -1,0 +1,1 @@
+"""A task's input: /dev/null, a pipe, or a pseudo-terminal, and the control keys."""

@@ -1,0 +1,43 @@
+"""The control keys `send` can press on a tty task, as the bytes a terminal (xterm, normal cursor mode) sends."""
+
+from __future__ import annotations
+
+from hivebash.errors import EngineError
+
+KEYS: dict[str, bytes] = {
+    "enter": b"\r",
+    "tab": b"\t",
+    "esc": b"\x1b",
+    "backspace": b"\x7f",
+    "up": b"\x1b[A",
+    "down": b"\x1b[B",
+    "right": b"\x1b[C",
+    "left": b"\x1b[D",
+    "home": b"\x1b[H",
+    "end": b"\x1b[F",
+    "delete": b"\x1b[3~",
+    "pageup": b"\x1b[5~",
+    "pagedown": b"\x1b[6~",
+    "space": b" ",
+    # ctrl-c is the terminal's INTR (SIGINT to the foreground group), ctrl-z its SUSP, ctrl-\ its QUIT, and
+    # ctrl-d its EOF; the others reach the program as they are (ctrl-x leaves nano, ctrl-r searches history).
+    **{f"ctrl-{chr(c)}": bytes([c - 96]) for c in range(ord("a"), ord("z") + 1)},
+    "ctrl-\\": b"\x1c",
+    "ctrl-]": b"\x1d",
+}
+MAX_KEYS = 100
+LISTED = "ctrl-c, ctrl-d, ctrl-z, tab, esc, up, down, left, right, enter, backspace"  # the common ones, for refusals
+
+
+def key_bytes(keys: object) -> bytes:
+    """The bytes of `keys` pressed in order, or a refusal naming the unknown key."""
+    if not isinstance(keys, list) or not keys or len(keys) > MAX_KEYS:
+        raise EngineError(f"keys: must be a list of 1 to {MAX_KEYS} key names, e.g. [\"ctrl-c\"]")
+    out = bytearray()
+    for i, key in enumerate(keys):
+        code = KEYS.get(key.lower()) if isinstance(key, str) else None
+        if code is None:
+            raise EngineError(f"keys[{i}]: unknown key {key!r}; known: {LISTED}, ctrl-a to ctrl-z, home, end, "
+                              "delete, pageup, pagedown, space (plain characters go in text)")
+        out += code
+    return bytes(out)

@@ -1,0 +1,110 @@
+"""The `kill` verb: cancel a pending task, signal a running one's group, or stop a finished task's leftovers.
+
+The worker of a running task does the rest (the grace, the sweep of what the shell left); a kill records what
+was asked and wakes it, then waits a moment (`wait_seconds`, default KILL_WAIT_SECONDS, capped at 30) for the
+end, so the answer says whether the task ended or ignored the signal. What a kill does is decided by the
+task's state alone (states.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from common.process_seam import ProcInfo
+from common.waiting import busy_advice, cap_wait
+from hivebash.answers.texts import FREE_A_SLOT
+from hivebash.answers.views import KillOutcome
+from hivebash.tasks import task as T
+from hivebash.tasks.entry import TaskEntry
+from hivebash.verbs.rooms import Rooms
+
+SIGNALLED = frozenset({T.STARTING, T.RUNNING, T.STOPPING, T.SWEEPING})  # its worker acts on a kill
+KILL_WAIT_SECONDS = 2.0  # how long a kill waits for the end by default
+
+
+def kill(rooms: Rooms, task_id: str, force: bool, wait_seconds: float | None = None) -> KillOutcome:
+    window = cap_wait(wait_seconds, default=KILL_WAIT_SECONDS, cap=rooms.wait_cap)
+    action, message = _kill(rooms, task_id, force)
+    waited, slot = 0.0, True
+    if action == "signalled" and window.seconds > 0:
+        start = time.monotonic()
+        with rooms.answers.slots.held() as slot:  # past the bound: answer at once, as every wait does
+            if slot:
+                with rooms.registry.locked() as tasks:
+                    entry = tasks.get(task_id)
+                    tasks.wait(lambda: entry.task.terminal, window.seconds)
+        waited = time.monotonic() - start
+    view = rooms.answers.view(task_id)
+    if action == "signalled" and window.seconds > 0:
+        message = _after_wait(view.task, force, waited, message, slot)
+    return KillOutcome(view, action, message, wait_skipped=not slot)
+
+
+def _after_wait(task: T.Task, force: bool, waited: float, message: str, slot: bool = True) -> str:
+    """What the kill's short wait saw: the end, or what survived it and the next call; without a wait slot,
+    that it did not wait (a task still running then has not been seen to ignore anything)."""
+    sent = message.split("; if it does not exit")[0].split("; status(id=")[0]
+    if task.terminal:
+        code = task.result.exit_code if task.result else None
+        return f"{sent}; it ended within {waited:.2f}s: status={task.state}" + (
+            f" exit_code={code}" if code is not None else "")
+    if not slot:
+        return (f"{sent}; not waited for its end: "
+                + busy_advice(FREE_A_SLOT, f'status(id="{task.id}", wait_seconds=5) shows its end')
+                + ("" if force else f'; if it does not end, kill(id="{task.id}", force=true) sends SIGKILL'))
+    sig = "SIGKILL" if force else "SIGINT"
+    if force:
+        return f"{message}; still running {waited:.2f}s after {sig}: status(id=\"{task.id}\", wait_seconds=5)"
+    return (f"sent {sig} to the process group of task {task.id}; still running {waited:.2f}s later (it ignores or "
+            f"handles SIGINT): kill(id=\"{task.id}\", force=true) sends SIGKILL")
+
+
+def _kill(rooms: Rooms, task_id: str, force: bool) -> tuple[str, str]:
+    """(action, message): action is "cancelled", "signalled", "leftovers" or "nothing"."""
+    sig = "SIGKILL" if force else "SIGINT"
+    with rooms.registry.locked() as tasks:
+        entry = tasks.get(task_id)
+        task = entry.task
+        if task.state == T.PENDING:
+            ended = tasks.cancel(entry, T.KILLED, "killed by request before it started")
+        elif task.state in SIGNALLED:  # sweeping: its worker stops what the shell left (a force kill escalates)
+            tasks.request_stop(entry, sig)
+            return "signalled", _signalled_message(task.id, sig, task.state == T.SWEEPING, force)
+        else:  # exited, ending or ended
+            ended, state, marker = None, task.state, task.marker
+            shown = task.shown_state
+            candidates = _leftover_candidates(entry)
+    if ended is not None:
+        rooms.lifecycle.record_ends([ended])
+        return "cancelled", f"task {task_id} was pending: cancelled before it started"
+    if state != T.EXITED:  # (exited: the leader stands for the group its worker is searching)
+        candidates = [p for p in candidates if rooms.ops.is_alive(p)]
+    if not candidates:
+        return "nothing", f"task {task_id} has already ended ({shown}); nothing to stop"
+    threading.Thread(target=_stop_leftovers, args=(rooms, marker, force), daemon=True).start()
+    return "leftovers", (f"task {task_id} has already ended ({shown}); stopping its leftover processes "
+                         f"(pids {' '.join(str(p.pid) for p in candidates)})")
+
+
+def _stop_leftovers(rooms: Rooms, marker: str, force: bool) -> None:
+    procs = rooms.ops.find({marker: None}, rooms.subreaper, leaders=rooms.reaper.leaders())[marker]
+    rooms.reaper.remember(procs)
+    rooms.ops.stop(procs, force=force, deadline=time.monotonic() + rooms.settings.kill_grace)
+    rooms.wake.ring()
+
+
+def _signalled_message(task_id: str, sig: str, shell_exited: bool, force: bool) -> str:
+    if shell_exited:
+        message = f"task {task_id} is ending; {sig} goes to the processes it left behind"
+    else:
+        message = (f"sent {sig} to the process group of task {task_id}; "
+                   f"status(id=\"{task_id}\", wait_seconds=5) shows its end")
+    return message if force else message + "; if it does not exit, call kill again with force=true"
+
+
+def _leftover_candidates(entry: TaskEntry) -> list[ProcInfo]:
+    task = entry.task
+    if task.state == T.EXITED:  # its worker is searching what the shell left: it handles the group
+        return [ProcInfo(task.pid or 0, 0.0, task.marker)]
+    return list(entry.leftovers)

@@ -1,0 +1,22 @@
+"""The `list` verb: the known tasks newest first, optionally of one state."""
+
+from __future__ import annotations
+
+from hivebash.tasks.snapshot import TaskView
+from hivebash.verbs.arguments import check_list
+from hivebash.verbs.rooms import Rooms
+
+
+def list_tasks(rooms: Rooms, state: str | None = None, limit: int | None = None,
+               offset: int = 0) -> tuple[list[TaskView], int]:
+    """(views without tails, total matching) from `offset`; `state` is one of the shown states. Leftover
+    processes are checked alive outside the lock, so the list marks only live ones."""
+    check_list(state, limit)
+    with rooms.registry.locked() as tasks:
+        entries = [e for e in sorted(tasks.entries(), key=lambda e: e.task.seq, reverse=True)
+                   if state is None or e.task.shown_state == state]
+        page = [(tasks.snapshot(e), list(e.leftovers)) for e in entries[offset: offset + (limit or len(entries))]]
+    for view, leftovers in page:
+        if leftovers:
+            view.leftovers = [p.pid for p in leftovers if rooms.ops.is_alive(p)]
+    return [view for view, _ in page], len(entries)

@@ -1,0 +1,72 @@
+"""The recovery verb: what a start does with the tasks on disk. Those a previous daemon left `pending` or
+`running` get their processes stopped and are recorded `interrupted`, with one todo each.
+
+A previous daemon's processes are found by their marker (a random nonce per task, in their environment) and a
+start time not before the task was submitted, so a recycled pid is never taken for a task's process.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from hivebash.processes.ops import TaskProcessOps
+from hivebash.tasks import task as T
+from hivebash.tasks.record import record_of
+from hivebash.tasks.task import Task, TaskResult
+from hivebash.verbs.rooms import Rooms
+
+log = logging.getLogger(__name__)
+
+
+def recover(rooms: Rooms) -> None:
+    """Load every record into the registry, and interrupt the stale tasks (nothing else runs yet)."""
+    loaded = rooms.store.load_all()
+    stale = interrupt_stale(loaded, rooms.settings.kill_grace, rooms.ops)
+    for t in loaded:
+        rooms.records.own(t.id, t)
+    unsaved = {t.id: rooms.lifecycle.persist(t, record_of(t), terminal=True) for t in stale}  # a full disk: said
+    with rooms.registry.locked() as tasks:
+        for t in loaded:
+            entry = tasks.add(t)
+            if t.id in unsaved:
+                entry.unsaved = unsaved[t.id]
+                tasks.agent.todo_completion(entry)
+            elif t.terminal:
+                tasks.agent.may_hold_todo(entry)
+
+
+def interrupt_stale(tasks: list[Task], kill_grace: float, ops: TaskProcessOps) -> list[Task]:
+    """SIGKILL the live processes of the tasks found active, move those tasks to `interrupted` and return them
+    (the caller writes their records)."""
+    stale = [t for t in tasks if t.state in T.ACTIVE]
+    alive = _stop_stale_processes(stale, kill_grace, ops) if stale else set()
+    now = time.time()
+    for t in stale:
+        result = TaskResult(ended_at=now, duration=None, note=_note(t, t.marker in alive))
+        T.transition(t, T.INTERRUPTED, result)  # pending | running -> interrupted
+    return stale
+
+
+def _note(task: Task, alive: bool) -> str:
+    """What is known, and only that: the state its last saved record holds (a later one, even an end, may not
+    have been saved: a full disk), and whether processes of it were still running."""
+    saved = task.shown_state
+    if alive:
+        return (f"interrupted: the daemon stopped while the task was running (its last saved record said {saved}); "
+                "its processes were stopped at the restart")
+    if saved == T.RUNNING:
+        return "interrupted: the daemon stopped while the task was running (its end, if it came, was not saved)"
+    return ("interrupted: the daemon stopped while the task was pending, as last saved (it may have run since; "
+            "no end of it was saved)")
+
+
+def _stop_stale_processes(stale: list[Task], kill_grace: float, ops: TaskProcessOps) -> set[str]:
+    """Stop the processes of `stale` as by a forced kill; return the markers of the tasks that had any."""
+    found = ops.find({t.marker: None for t in stale}, descendants_only=False)
+    by_marker = {t.marker: t for t in stale}
+    victims = [p for m, procs in found.items() for p in procs if p.create_time >= by_marker[m].submitted_at - 1.0]
+    if victims:
+        log.warning("stopping %d leftover process(es) of interrupted tasks", len(victims))
+        ops.stop(victims, force=True, deadline=time.monotonic() + kill_grace)
+    return {p.marker for p in victims}

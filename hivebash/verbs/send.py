@@ -1,0 +1,255 @@
+"""The `send` request: write to a running task's input, wait a moment, answer with what it printed since.
+
+The write never blocks a request thread (task_input.py): what the pipe or terminal does not take now is not
+sent, and the answer says how much was. Then the call waits like `status` (default SEND_WAIT_DEFAULT, capped
+at 30 s), ending early at the task's end or at a `wait_for` match; a prompt (`>>> `, `[y/N] `) is a line still
+without its newline, so here `wait_for` also looks at the last, unfinished line (PromptWatch). The answer shows
+the output written since the write, cleaned as every view is.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+from common.notices import Notices
+from common.protocol.call_progress import NO_PROGRESS, Cancellation
+from common.protocol.tools import never_gone
+from common.waiting import WaitSlots, WaitWindow, cap_wait
+from hivebash import output_views as ov
+from hivebash.answers import inline_wait
+from hivebash.answers.answering import Answers
+from hivebash.answers.wait_progress import WaitTelling
+from hivebash.errors import EngineError
+from hivebash.output_views.line_index import number_hits
+from hivebash.output_views.reading import LINE_CAP, open_output, shown_text
+from hivebash.stdin.keys import key_bytes
+from hivebash.stdin.task_input import NULL, PIPE, TTY, InputClosed, TaskInput
+from hivebash.tasks.entry import TaskEntry
+from hivebash.tasks.registry import TaskRegistry
+from hivebash.tasks.snapshot import TaskView
+from hivebash.verbs.arguments import check_wait_for, check_wait_seconds
+
+SEND_LIMIT = 64 * 1024  # bytes one send may write (text, newline and keys)
+SEND_WAIT_DEFAULT = 2.0  # seconds
+# A send's wait looks at the output first this soon after the write, then at doubling intervals (up to
+# inline_wait.WATCH_RECHECK_MAX): an echo or a REPL's answer comes within a millisecond or two.
+SEND_RECHECK_FIRST = 0.001
+SEND_BUDGET = 5 * 1024  # bytes of output text in one answer (the facts and the next call fit in the rest of 8 KiB)
+
+
+@dataclass(frozen=True)
+class SendRequest:
+    """A checked send: the bytes to write and what to do after."""
+
+    data: bytes
+    eof: bool
+    window: WaitWindow
+    wait_for: str | None
+    keyed: bool  # keys were pressed (a tty's only)
+
+
+@dataclass
+class SendOutcome:
+    view: TaskView
+    asked: int  # bytes the call wanted written
+    accepted: int  # bytes the input took
+    eof: bool  # the input was ended (a pipe closed, a terminal sent ctrl-d)
+    closed: str | None  # why nothing could be written: the input was closed
+    output: ov.View  # what the task printed since the write
+    window: WaitWindow
+    waited: float
+    wait_for: str | None = None
+    matched: ov.Line | None = None
+    wait_skipped: bool = False
+    notices: Notices = Notices(True)  # whether completions reach the agent (views.Outcome.notices)
+
+
+def check_send(text: object, keys: object, enter: object, eof: object, wait_seconds: object, wait_for: object,
+               wait_cap: float) -> SendRequest:
+    """The bytes of one send, or a refusal naming the field and what to do."""
+    if text is None and keys is None and not eof and enter is not True:
+        raise EngineError("send: nothing to send; give text (a line to type), keys (e.g. [\"ctrl-c\"]) or eof: true")
+    if text is not None and not isinstance(text, str):
+        raise EngineError("text: must be a string")
+    for field, value in (("enter", enter), ("eof", eof)):
+        if value is not None and not isinstance(value, bool):
+            raise EngineError(f"{field}: must be true or false")
+    check_wait_seconds(wait_seconds)
+    check_wait_for(wait_for)
+    try:
+        data = (text or "").encode("utf-8")
+    except UnicodeEncodeError:
+        raise EngineError("text: must be valid Unicode (no lone surrogates)") from None
+    newline = enter if enter is not None else text is not None
+    pressed = key_bytes(keys) if keys is not None else b""
+    size = len(data) + bool(newline) + len(pressed)
+    if size > SEND_LIMIT:
+        raise EngineError(f"text: at most {SEND_LIMIT} bytes in one send ({size} asked); write bigger input to a "
+                          "file and redirect it, e.g. run(cmd=\"prog < input.txt\")")
+    seconds, pattern = cast("float | None", wait_seconds), cast("str | None", wait_for)  # checked above
+    return SendRequest(data + (b"\n" if newline else b"") + pressed, bool(eof),
+                       cap_wait(seconds, default=SEND_WAIT_DEFAULT, cap=wait_cap), pattern, keys is not None)
+
+
+class PromptWatch(ov.Watch):
+    """An ov.Watch of one stream that also matches the last line while it has no newline yet (a prompt); the
+    complete lines are matched as every `wait_for` matches them."""
+
+    def __init__(self, source: ov.Source, pattern: str, offset: int):
+        super().__init__(source, offset, ov.compile_pattern(pattern))
+        self.prompt = re.compile(pattern)
+
+    def check(self, final: bool = False) -> ov.Line | None:
+        line = super().check(final)
+        if line is not None or final:
+            return line
+        fd = open_output(self.source.path)
+        if fd is None:
+            return None
+        try:
+            start = self.offset  # past the last complete line: the rest is the unfinished one
+            size = os.fstat(fd).st_size
+            if size <= start:
+                return None
+            text = shown_text(os.pread(fd, min(size - start, LINE_CAP * 4), start))
+            if not self.prompt.search(text):
+                return None
+            hit = _Hit(start)
+            number_hits(fd, [hit], self.buf)
+            return ov.Line(self.source.stream, hit.number, text)
+        finally:
+            os.close(fd)
+
+
+@dataclass
+class _Hit:
+    offset: int
+    number: int = 0
+
+
+def prompt_watches(entry: TaskEntry, sources: list[ov.Source], pattern: str,
+                   from_start: bool) -> list[tuple[str, PromptWatch]]:
+    """`wait_for` over a task that takes input: its prompts count (run's wait on a new tty or pipe task)."""
+    return [(entry.id, PromptWatch(src, pattern, 0 if from_start else _size(src.path))) for src in sources]
+
+
+def output_sources(answers: Answers, entry: TaskEntry) -> list[ov.Source]:
+    sources = answers.sources(entry.id)
+    return sources[:1] if entry.task.stdin == TTY else sources  # a terminal's output is all in .out
+
+
+def wait_for_watches(answers: Answers, entries: list[TaskEntry], pattern: str, from_start: bool) -> list:
+    """`wait_for` of a run or a status: each stream from the files' start (a task `run` just created) or their
+    ends; a task that takes input also by its unfinished last line (a prompt)."""
+    plain = [e for e in entries if e.task.stdin == NULL]
+    watches: list = inline_wait.watches_for(plain, answers.sources, pattern, from_start)
+    for e in entries:
+        if e.task.stdin != NULL:
+            watches += prompt_watches(e, output_sources(answers, e), pattern, from_start)
+    return watches
+
+
+class Sender:
+    """`send`: the checks, the write, the wait and the answer's view (taking the registry's lock itself)."""
+
+    def __init__(self, registry: TaskRegistry, answers: Answers, slots: WaitSlots, wait_cap: float):
+        self.registry = registry
+        self.answers = answers
+        self.slots = slots
+        self.wait_cap = wait_cap
+
+    def send(self, task_id: str, text: object = None, keys: object = None, enter: object = None, eof: object = None,
+             wait_seconds: object = None, wait_for: object = None, client_gone: Callable[[], bool] = never_gone,
+             operator: bool = False, cancel: Cancellation | None = None, progress: Any = NO_PROGRESS) -> SendOutcome:
+        req = check_send(text, keys, enter, eof, wait_seconds, wait_for, self.wait_cap)
+        with self.registry.locked() as tasks:
+            entry = tasks.get(task_id)
+            handle = self._input(entry, req)
+            tasks.agent.wait_inline([entry])  # its end, if it comes during the wait, is this answer's (no todo)
+        sources = self.sources(entry)
+        offsets = {src.stream: _size(src.path) for src in sources}
+        accepted, closed = _write(handle, req)
+        watches = ([(entry.id, PromptWatch(src, req.wait_for, offsets[src.stream])) for src in sources]
+                   if req.wait_for else [])
+        matched, waited, skipped = self._wait(entry, req, watches, client_gone, operator, cancel, progress)
+        with self.registry.locked() as tasks:
+            view = tasks.view(entry.id)  # no tails: the output since the write is the answer's
+        output = ov.tail(sources, offsets, new_only=True, budget=SEND_BUDGET,
+                         again=f'status(id="{entry.id}", new_only=true)')
+        if not operator and not client_gone():
+            with self.registry.locked() as tasks:
+                tasks.agent.moved_on(entry, offsets, output.read_to)
+        return SendOutcome(view, len(req.data), accepted, req.eof and closed is None, closed, output, req.window,
+                           waited, req.wait_for, matched, skipped, self.answers.notices)
+
+    @staticmethod
+    def _input(entry: TaskEntry, req: SendRequest) -> TaskInput:
+        """The task's input handle, or the refusal that says why it takes none and what to do."""
+        task = entry.task
+        if task.stdin == NULL:
+            raise EngineError(f"id: task {task.id!r} was started with stdin \"null\" and reads no input; "
+                              "run it again with stdin: \"pipe\" (plain input) "
+                              "or stdin: \"tty\" (a terminal, for prompts and REPLs)")
+        if task.ended:
+            raise EngineError(f"id: task {task.id!r} has ended (status={task.shown_state}); nothing reads its input "
+                              f"any more. status(id=\"{task.id}\") shows its output")
+        if req.keyed and task.stdin == PIPE:
+            raise EngineError(f"keys: task {task.id!r} reads a pipe, not a terminal; control keys need stdin: \"tty\" "
+                              "(send text, or eof: true to end its input)")
+        handle = entry.runner.input if entry.runner is not None else None
+        if handle is None:
+            raise EngineError(f"id: task {task.id!r} is {task.shown_state} and has not started yet; send once it runs "
+                              f"(status(id=\"{task.id}\", wait_seconds=5))")
+        return handle
+
+    def sources(self, entry: TaskEntry) -> list[ov.Source]:
+        return output_sources(self.answers, entry)
+
+    def _wait(self, entry: TaskEntry, req: SendRequest, watches: list, client_gone: Callable[[], bool],
+              operator: bool, cancel: Cancellation | None, progress: Any) -> tuple[ov.Line | None, float, bool]:
+        """As an inline wait of `status`: until the end, a match, a cancel or the window; the end is this
+        answer's (progress as a status wait gives it)."""
+        start = time.monotonic()
+        matched, skipped = None, False
+        try:
+            if req.window.seconds > 0:
+                with self.slots.held() as free:
+                    skipped = not free
+                    if free:
+                        telling = (WaitTelling(self.registry, [entry], lambda _: self.sources(entry),
+                                               req.wait_for, time.monotonic) if progress.wanted else None)
+                        matched, _ = inline_wait.wait_any(self.registry, [entry], req.window.seconds,
+                                                          time.monotonic, watches, first_recheck=SEND_RECHECK_FIRST,
+                                                          cancel=cancel, progress=progress, telling=telling)
+        finally:
+            with self.registry.locked() as tasks:
+                tasks.agent.done_waiting([entry], False, (lambda: True) if operator else client_gone)
+        return matched, time.monotonic() - start, skipped
+
+
+def _write(handle: TaskInput, req: SendRequest) -> tuple[int, str | None]:
+    """Write what the input takes now, then end it if asked: (bytes accepted, why the input is closed)."""
+    accepted = 0
+    try:
+        while accepted < len(req.data):
+            n = handle.write(req.data[accepted:])
+            if n <= 0:
+                break
+            accepted += n
+        if req.eof and (accepted == len(req.data) or handle.kind == PIPE):
+            handle.eof()
+    except InputClosed as exc:
+        return accepted, str(exc)
+    return accepted, None
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path, follow_symlinks=False).st_size
+    except FileNotFoundError:
+        return 0

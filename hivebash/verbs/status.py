@@ -1,0 +1,61 @@
+"""The `status` verb: one task (`task_id`) or several (`ids`: the wait ends when the first ends), with an
+optional inline wait for an end or a matching output line; `view` chooses what of the output is shown."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from common.protocol.call_progress import NO_PROGRESS, Cancellation
+from common.protocol.tools import never_gone
+from common.waiting import cap_wait
+from hivebash import output_views as ov
+from hivebash.answers.views import ManyOutcome, Outcome
+from hivebash.tasks import task as T
+from hivebash.verbs.arguments import check_ids, check_wait_for, check_wait_seconds
+from hivebash.verbs.rooms import Rooms
+from hivebash.verbs.send import wait_for_watches
+
+MANY_VIEW = ov.ViewRequest(tail_lines=3)  # status(ids): each ended task's last lines
+RECORD_GRACE = 5.0  # seconds a status without a wait waits at most for a just-ended task's record (a disk write)
+
+
+def status(rooms: Rooms, task_id: str | None = None, wait_seconds: float | None = None,
+           client_gone: Callable[[], bool] = never_gone, *, ids: list[str] | None = None,
+           wait_for: str | None = None, view: ov.ViewRequest | None = None,
+           operator: bool = False, cancel: Cancellation | None = None,
+           progress: Any = NO_PROGRESS, every: bool = False) -> Outcome | ManyOutcome:
+    """An `operator`'s status is not the agent's read: it clears no todo and moves no new_only cursor. With
+    `ids`, the wait ends when the next of those still running ends (`every`: when all have); one that had
+    ended before the call ends no wait."""
+    check_wait_seconds(wait_seconds)
+    check_wait_for(wait_for)
+    wanted = check_ids(task_id, ids)
+    window = cap_wait(wait_seconds, default=0.0, cap=rooms.wait_cap)
+    answers = rooms.answers
+    with rooms.registry.locked() as tasks:
+        entries = [tasks.get(i) for i in wanted]
+        ended_before = {e.id for e in entries if e.task.terminal}
+        wait_on = [e for e in entries if e.id not in ended_before]
+        registered = window.seconds > 0 and bool(wait_on) and (ids is not None or not ended_before)
+        if registered:
+            tasks.agent.wait_inline(entries)
+        else:
+            # An end is answered once its record is on disk, as an inline wait answers it: a daemon killed
+            # right after the answer must not read `interrupted` at its next start.
+            tasks.wait(lambda: not any(e.task.state == T.ENDING for e in entries), RECORD_GRACE)
+            for entry in entries:
+                if entry.task.ended and not operator:
+                    tasks.agent.hand_over(entry, client_gone)
+    shows = ids is None and not operator  # the answer shows the agent this task's output
+    if registered:
+        watches = wait_for_watches(answers, entries, wait_for, from_start=False) if wait_for else []
+        outcome = answers.wait(entries, window, from_run=False, client_gone=client_gone, watches=watches,
+                               wait_for=wait_for, operator=operator, view=view, shows=shows, cancel=cancel,
+                               progress=progress, wait_on=wait_on, every=every)
+    else:
+        first = next((e for e in entries if e.task.ended), entries[0])
+        outcome = Outcome(answers.view(first.id, view, shows), window, 0.0, wait_for=wait_for, notices=answers.notices)
+    if ids is None:
+        return outcome
+    return ManyOutcome([answers.view(e.id, MANY_VIEW, shows=False) for e in entries], outcome, ended_before, every)

@@ -1,0 +1,1 @@
+"""The answers' shapes, pages of a long result, and their text for the model."""
