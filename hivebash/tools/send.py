@@ -3,17 +3,21 @@ call). The verb itself is send.py."""
 
 from __future__ import annotations
 
-from typing import Required, TypedDict
+from typing import TYPE_CHECKING, Required, TypedDict
 
-from common.protocol.tools import ToolResult, closed_object
+from common.protocol.tools import CallContext, Tool, ToolResult, closed_object
 from hivebash.answers.texts import facts_line
 from hivebash.stdin.keys import LISTED, MAX_KEYS
 from hivebash.tasks.todo_rules import still_alive_line
+from hivebash.tools.declaring import ID_SCHEMA, WAIT_FOR_SCHEMA, bound
 from hivebash.verbs.send import SEND_LIMIT, SEND_WAIT_DEFAULT, SendOutcome
+
+if TYPE_CHECKING:
+    from hivebash.engine import Engine
 
 
 class SendArgs(TypedDict, total=False):
-    """`send`'s arguments, as send_tool's schema declares them (hivebash/tools/__init__.py reads them)."""
+    """`send`'s arguments, as send_tool's schema declares them ."""
 
     id: Required[str]
     text: str
@@ -109,3 +113,16 @@ def _next_call(outcome: SendOutcome) -> str:
     keys = 'keys: ["ctrl-c"] interrupts it' if task.stdin == "tty" else "eof: true ends its input"
     return (f"Next: send(id=\"{tid}\", text=\"...\") types the next line ({keys}); "
             f"status(id=\"{tid}\", new_only=true) shows later output; kill(id=\"{tid}\") stops it.\n")
+
+
+def _handle(engine: Engine, args: SendArgs, ctx: CallContext) -> ToolResult:
+    return send_result(engine.send(args["id"], text=args.get("text"), keys=args.get("keys"),
+                                   enter=args.get("enter"), eof=args.get("eof"),
+                                   wait_seconds=args.get("wait_seconds"), wait_for=args.get("wait_for"),
+                                   client_gone=ctx.client_gone, operator=ctx.operator, cancel=ctx.cancel,
+                                   progress=ctx.progress))
+
+
+def declare(engine: Engine | None) -> Tool[SendArgs]:
+    return Tool(handler=bound(engine, _handle), title="Type into a background task",
+                **send_tool(ID_SCHEMA, WAIT_FOR_SCHEMA))

@@ -4,7 +4,7 @@ end and in the completion todo, not only in a later status (docs/tools/bash.md, 
 from kit.gate import Gate
 from kit.hivebash_testkit import wait_until
 
-from hivebash.tools import outcome_result
+from hivebash.answers.texts import outcome_result
 
 
 def test_an_inline_result_names_the_leftover_processes(engine):
