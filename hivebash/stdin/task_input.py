@@ -62,12 +62,13 @@ class TaskInput:
             except BrokenPipeError:  # nothing of the task has the read end open any more
                 raise InputClosed("the task closed its input") from None
 
-    def eof(self) -> None:
-        """End the input: a pipe is closed (the task reads end of file); a terminal gets ctrl-d (its EOF)."""
+    def eof(self) -> bool:
+        """End the input: a pipe is closed (the task reads end of file); a terminal gets ctrl-d (its EOF).
+        False when the terminal's full input buffer took no ctrl-d."""
         if self.terminal is not None:
-            self.write(b"\x04")
-            return
+            return self.write(b"\x04") == 1
         self.close()
+        return True
 
     @property
     def lost_output(self) -> bool:

@@ -173,7 +173,7 @@ class Sender:
             tasks.agent.wait_inline([entry])  # its end, if it comes during the wait, is this answer's (no todo)
         sources = self.sources(entry)
         offsets = {src.stream: _size(src.path) for src in sources}
-        accepted, closed = _write(handle, req)
+        accepted, ended, closed = _write(handle, req)
         watches = ([(entry.id, PromptWatch(src, req.wait_for, offsets[src.stream])) for src in sources]
                    if req.wait_for else [])
         matched, waited, skipped = self._wait(entry, req, watches, client_gone, operator, cancel, progress)
@@ -184,7 +184,7 @@ class Sender:
         if not operator and not client_gone():
             with self.registry.locked() as tasks:
                 tasks.agent.moved_on(entry, offsets, output.read_to)
-        return SendOutcome(view, len(req.data), accepted, req.eof and closed is None, closed, output, req.window,
+        return SendOutcome(view, len(req.data), accepted, ended, closed, output, req.window,
                            waited, req.wait_for, matched, skipped, self.answers.notices)
 
     @staticmethod
@@ -232,9 +232,11 @@ class Sender:
         return matched, time.monotonic() - start, skipped
 
 
-def _write(handle: TaskInput, req: SendRequest) -> tuple[int, str | None]:
-    """Write what the input takes now, then end it if asked: (bytes accepted, why the input is closed)."""
-    accepted = 0
+def _write(handle: TaskInput, req: SendRequest) -> tuple[int, bool, str | None]:
+    """Write what the input takes now, then end it if asked: (bytes accepted, whether the input was ended, why
+    it is closed). A terminal that took only part of the text gets no ctrl-d: typed after the cut, it would end
+    what the task reads mid-text."""
+    accepted, ended = 0, False
     try:
         while accepted < len(req.data):
             n = handle.write(req.data[accepted:])
@@ -242,10 +244,10 @@ def _write(handle: TaskInput, req: SendRequest) -> tuple[int, str | None]:
                 break
             accepted += n
         if req.eof and (accepted == len(req.data) or handle.kind == PIPE):
-            handle.eof()
+            ended = handle.eof()
     except InputClosed as exc:
-        return accepted, str(exc)
-    return accepted, None
+        return accepted, False, str(exc)
+    return accepted, ended, None
 
 
 def _size(path: str) -> int:

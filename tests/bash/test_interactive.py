@@ -4,7 +4,9 @@ a real pipe or pseudo-terminal, and every answer is read as the model would read
 
 import json
 import os
+import select
 import signal
+import sys
 import threading
 import time
 
@@ -21,6 +23,24 @@ from hivebash.verbs.send import SEND_LIMIT
 AGENT, OPERATOR = CallContext(structured=True), CallContext(structured=True, operator=True)
 ANSWER_BOUND = 8 * 1024
 PROMPT = ">>> $"
+# A tty task that puts its terminal in raw mode (ctrl-d is then a byte it reads, not an end of file) and reads
+# nothing until its gate (argv[1]) opens; then it reads until it has the count written to argv[2], and says
+# how many bytes it read and how many of them were ctrl-d.
+RAW_READER = """
+import os, select, sys, time, tty
+tty.setraw(0)
+print("ready", flush=True)
+gate, told = sys.argv[1:]
+while not os.path.exists(gate):
+    time.sleep(0.01)
+got = b""
+while True:
+    if select.select([0], [], [], 0.05)[0]:
+        got += os.read(0, 1 << 16)
+    elif os.path.exists(told) and len(got) >= int(open(told).read()):
+        break
+print(f"read={len(got)} ctrl-d={got.count(4)}", flush=True)
+"""
 
 
 @pytest.fixture
@@ -94,6 +114,41 @@ def test_cat_ends_at_eof_on_a_pipe_and_on_a_tty(tools):
     res = call(tools, "send", id="ct", text="hi", eof=True, wait_seconds=10)
     assert res.data["status"] == "done" and res.text.count("hi") >= 2, res.text  # the echo, then cat's copy
 
+
+
+def test_a_tty_that_takes_part_of_the_text_gets_no_ctrl_d(tools, engine, tmp_path, monkeypatch):
+    """The text is cut where the terminal's buffer filled: a ctrl-d typed after the cut would end what the task
+    reads mid-text, so none is typed and the answer says eof false. The terminal is made to have room again
+    right after it refused the rest of the text (its task starts reading just then: a moment no task can be
+    timed to meet, so the test's hook on the terminal's write opens the task's gate at it)."""
+    script, gate, told = tmp_path / "reader.py", Gate(tmp_path), tmp_path / "told"
+    script.write_text(RAW_READER)
+    started = call(tools, "run", cmd=f"{sys.executable} {script} {gate.path} {told}", stdin="tty", name="raw",
+                   wait_for="^ready", wait_seconds=20)
+    assert "wait_for matched" in started.text, started.text
+    with engine.registry.locked() as tasks:
+        terminal = tasks.get("raw").runner.input.terminal
+    write = terminal.write
+
+    def room_once_full(data):
+        taken = write(data)
+        if taken == 0 and not gate.path.exists():
+            gate.open()
+            room = select.poll()
+            room.register(terminal.master, select.POLLOUT)
+            wait_until(lambda: room.poll(0), 10, "the task to read its terminal")
+        return taken
+
+    monkeypatch.setattr(terminal, "write", room_once_full)
+    res = call(tools, "send", id="raw", text="x" * 30000, enter=False, eof=True, wait_seconds=0)
+    assert gate.path.exists(), f"the terminal took all {res.data['sent_bytes']} bytes: nothing was cut"
+    sent = res.data["sent_bytes"]
+    assert 0 < sent < 30000 and res.data["eof"] is False, res.text
+    assert res.text.splitlines()[0].endswith(f"sent={sent}B of 30000B waited=0.00s"), res.text  # no " eof"
+    (tmp_path / "told.tmp").write_text(str(sent))
+    os.replace(tmp_path / "told.tmp", told)
+    end = call(tools, "status", id="raw", wait_seconds=20)
+    assert end.data["status"] == "done" and f"read={sent} ctrl-d=0\n" in end.text, end.text
 
 def test_ctrl_c_on_a_tty_interrupts_as_the_terminal_would(tools):
     call(tools, "run", cmd="sleep 300", stdin="tty", name="sl", wait_seconds=0)
