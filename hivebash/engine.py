@@ -12,11 +12,10 @@ import random
 import secrets
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from common.config import BashSettings
 from common.notices import Notices
-from common.protocol.call_progress import NO_PROGRESS, Cancellation
+from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressReporter
 from common.protocol.tools import never_gone
 from common.todos import NoTodos, Todos
 from common.waiting import WAIT_CAP_SECONDS, Doorbell, WaitSlots
@@ -118,7 +117,7 @@ class Engine:
     def run(self, cmd: str, timeout_secs: float | None = None, wait_seconds: float | None = None,
             name: str | None = None, cwd: str | None = None, client_gone: Callable[[], bool] = never_gone,
             wait_for: str | None = None, stdin: str | None = None, cancel: Cancellation | None = None,
-            progress: Any = NO_PROGRESS) -> Outcome:
+            progress: ProgressReporter = NO_PROGRESS) -> Outcome:
         """Submit `bash -c cmd` (run.py). `stdin`: "null", "pipe" or "tty" (task_input.py); `cancel` and
         `progress`: the call's (common/protocol/call_progress.py)."""
         return run_verb.run(self.rooms, cmd, timeout_secs, wait_seconds, name, cwd, client_gone, wait_for, stdin,
@@ -128,7 +127,7 @@ class Engine:
                client_gone: Callable[[], bool] = never_gone, *, ids: list[str] | None = None,
                wait_for: str | None = None, view: ov.ViewRequest | None = None,
                operator: bool = False, cancel: Cancellation | None = None,
-               progress: Any = NO_PROGRESS, every: bool = False) -> Outcome | ManyOutcome:
+               progress: ProgressReporter = NO_PROGRESS, every: bool = False) -> Outcome | ManyOutcome:
         """One task or several (`every`: wait for all of them), with an optional inline wait (status.py)."""
         return status_verb.status(self.rooms, task_id, wait_seconds, client_gone, ids=ids, wait_for=wait_for,
                                   view=view, operator=operator, cancel=cancel, progress=progress, every=every)
@@ -136,7 +135,7 @@ class Engine:
     def send(self, task_id: str, text: str | None = None, keys: list[str] | None = None, enter: bool | None = None,
              eof: bool | None = None, wait_seconds: float | None = None, wait_for: str | None = None,
              client_gone: Callable[[], bool] = never_gone, operator: bool = False, cancel: Cancellation | None = None,
-             progress: Any = NO_PROGRESS) -> SendOutcome:
+             progress: ProgressReporter = NO_PROGRESS) -> SendOutcome:
         """Write to a running task's input, then wait a moment for what it prints (send.py). An operator's send
         clears no todo and moves no new_only cursor."""
         return self.sender.send(task_id, text, keys, enter, eof, wait_seconds, wait_for, client_gone, operator,

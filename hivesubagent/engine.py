@@ -16,12 +16,11 @@ import os
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from common.config import SubagentSettings
 from common.notices import Notices
 from common.process_seam import LinuxProcessOps, ProcessOps
-from common.protocol.call_progress import NO_PROGRESS, Cancellation
+from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressReporter
 from common.todos import Todos
 from common.waiting import WaitSlots, cap_wait
 from hivesubagent.answers.pages import OffsetError, page
@@ -185,7 +184,7 @@ class SubagentEngine:
         return {"sessions": [*running, *finished], "running": len(running), "more": max(0, len(listed) - LIST_LIMIT)}
 
     def wait_status(self, names: list[str], wait_seconds: float | None = None, want_all: bool = False,
-                    progress: Any = NO_PROGRESS, cancel: Cancellation | None = None) -> WaitedSessions:
+                    progress: ProgressReporter = NO_PROGRESS, cancel: Cancellation | None = None) -> WaitedSessions:
         """`status(names=[...], wait_seconds=N, all=...)` (or one name): wait (capped at 30 s) until the first of
         the named turns running now ends (with `want_all`, every one), then each session's view. A session
         already finished before the call does not end the wait; with none running it answers at once. `progress`

@@ -3,7 +3,7 @@
 - `Cancellation`: fired when the client cancels the call (`notifications/cancelled` in the handshake era) or
   hangs up (closes the response stream: the 2026-07-28 era's only cancel). A wait includes `fired` in its
   predicate and registers `wakes(cond)`, so a cancel ends it at once; the task itself runs on.
-- `ProgressReporter`: `notifications/progress` for a call whose `_meta` carries a `progressToken` from a client
+- `ProgressNotifier`: `notifications/progress` for a call whose `_meta` carries a `progressToken` from a client
   that accepts text/event-stream (common/protocol/event_stream.py sends them); every other call gets `NO_PROGRESS`.
   Each message is built and checked with the SDK's type for the call's protocol version.
 - `Pacer`: when a notification is due (PACE): at most one a MIN_GAP, one within LINE_POLL of news after a
@@ -93,7 +93,7 @@ class ProgressSink(Protocol):
     def send(self, message: dict[str, Any]) -> bool: ...
 
 
-class ProgressReporter:
+class ProgressNotifier:
     """`notifications/progress` for one call: `report` sends one now (the pacing is the caller's, `Pacer`)."""
 
     def __init__(self, token: str | int, version: str, sink: ProgressSink, cancel: Cancellation):
@@ -125,8 +125,8 @@ class ProgressReporter:
             self.cancel.fire()  # the stream is gone: so is whoever would read the answer
 
 
-class Reporter(Protocol):
-    """What a wait reports through: a ProgressReporter, or NO_PROGRESS (`wanted` False: nothing to pace)."""
+class ProgressReporter(Protocol):
+    """What a wait reports through: a ProgressNotifier, or NO_PROGRESS (`wanted` False: nothing to pace)."""
 
     @property
     def wanted(self) -> bool: ...
@@ -145,7 +145,7 @@ class _NoProgress:
         return None
 
 
-NO_PROGRESS: Reporter = _NoProgress()
+NO_PROGRESS: ProgressReporter = _NoProgress()
 
 
 @dataclass
@@ -176,7 +176,7 @@ class Pacer:
         return max(0.0, min(self.poll, self.heartbeat - since))
 
 
-def paced_wait(cond: threading.Condition, done: Callable[[], bool], seconds: float, progress: Reporter,
+def paced_wait(cond: threading.Condition, done: Callable[[], bool], seconds: float, progress: ProgressReporter,
                cancel: Cancellation,
                news: Callable[[], object], message: Callable[[float], str],
                clock: Callable[[], float] = time.monotonic) -> bool:

@@ -20,7 +20,7 @@ from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from waitress.channel import ClientDisconnected
 
 from common.json_text import compact
-from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressReporter, Reporter
+from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressNotifier, ProgressReporter
 
 log = logging.getLogger(__name__)
 
@@ -105,10 +105,10 @@ class StreamedCall:
         if isinstance(token, str) and len(token) > MAX_TOKEN_CHARS:
             token = None  # echoed in every notification: a huge one would make each event as large
         self.stream: EventStream | None = None
-        self.progress: Reporter = NO_PROGRESS
+        self.progress: ProgressReporter = NO_PROGRESS
         if token is not None and accepts_event_stream(accept):
             self.stream = EventStream(environ, start_response)
-            self.progress = ProgressReporter(token, version, self.stream, self.cancel)
+            self.progress = ProgressNotifier(token, version, self.stream, self.cancel)
         self._hook = environ.get(HANGUP_KEY)
         if self._hook is not None:
             self._hook(self.cancel.fire)

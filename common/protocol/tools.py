@@ -16,7 +16,7 @@ import jsonschema
 from jsonschema import Draft202012Validator
 from jsonschema.validators import extend
 
-from common.protocol.call_progress import NO_PROGRESS, Cancellation
+from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressReporter
 from common.protocol.quick_check import compile_quick_check
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class CallContext:
     client_gone: Callable[[], bool] = never_gone
     operator: bool = False
     cancel: Cancellation = field(default_factory=Cancellation)
-    progress: Any = NO_PROGRESS
+    progress: ProgressReporter = NO_PROGRESS
 
 
 @dataclass

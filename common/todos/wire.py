@@ -118,11 +118,11 @@ def parse_reply(raw: bytes) -> dict[str, Any]:
     try:
         reply = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
-        raise HarnessBadReply(f"reply is not JSON: {e}: {_shown(raw)}") from None
+        raise HarnessBadReply(f"reply is not JSON: {e}: {_excerpt(raw)}") from None
     if not isinstance(reply, dict):
-        raise HarnessBadReply(f"reply must be a JSON object: {_shown(raw)}")
+        raise HarnessBadReply(f"reply must be a JSON object: {_excerpt(raw)}")
     if not isinstance(reply.get("ok"), bool):
-        raise HarnessBadReply(f"reply: 'ok' must be true or false: {_shown(raw)}")
+        raise HarnessBadReply(f"reply: 'ok' must be true or false: {_excerpt(raw)}")
     return reply
 
 
@@ -134,7 +134,7 @@ def _read_line(sock: socket.socket, deadline: float, limit: int) -> bytes:
         _set_remaining(sock, deadline)
         chunk = sock.recv(65536)
         if not chunk:
-            raise HarnessNoReply("connection closed before a full reply line" + (f": {_shown(buf)}" if buf else ""))
+            raise HarnessNoReply("connection closed before a full reply line" + (f": {_excerpt(buf)}" if buf else ""))
         buf += chunk
     return bytes(buf[: buf.index(b"\n")])
 
@@ -146,7 +146,7 @@ def _set_remaining(sock: socket.socket, deadline: float) -> None:
     sock.settimeout(remaining)
 
 
-def _shown(raw: bytes | bytearray, limit: int = 120) -> str:
+def _excerpt(raw: bytes | bytearray, limit: int = 120) -> str:
     text = bytes(raw[:limit]).decode("utf-8", "replace")
     return repr(text + ("..." if len(raw) > limit else ""))
 

@@ -1,15 +1,17 @@
-"""What `run`, `status` and `kill` answer with: a task's view (snapshot, output, leftovers still alive) and
-the inline wait before it. The snapshot is taken under the registry's lock; the files and /proc are read
+"""What `run`, `status`, `send` and `kill` answer with: a task's view (snapshot, output, leftovers still alive)
+and the one inline wait before it. The snapshot is taken under the registry's lock; the files and /proc are read
 after it is released."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import TypeVar
 
 from common.notices import Notices
-from common.protocol.call_progress import NO_PROGRESS, Cancellation
+from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressReporter
 from common.protocol.tools import never_gone
 from common.waiting import WaitSlots, WaitWindow
 from hivebash import output_views as ov
@@ -21,6 +23,20 @@ from hivebash.processes.ops import TaskProcessOps
 from hivebash.tasks.entry import TaskEntry
 from hivebash.tasks.registry import LockedTasks, TaskRegistry
 from hivebash.tasks.snapshot import TaskView
+
+R = TypeVar("R")
+Snapshot = tuple[TaskView, TaskEntry, list, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class Waited:
+    """What an inline wait saw: the `wait_for` line that ended it and its task's id, how long it took, and
+    whether every wait slot was taken (then it did not wait)."""
+
+    matched: ov.Line | None = None
+    matched_id: str | None = None
+    seconds: float = 0.0
+    skipped: bool = False
 
 
 class Answers:
@@ -35,43 +51,67 @@ class Answers:
         self.notices = notices  # todos reach the agent: answers may promise one
         self.tail_bytes = tail_bytes  # per stream, of a plain tail
 
-    def wait(self, entries: list[TaskEntry], window: WaitWindow, from_run: bool,
-             client_gone: Callable[[], bool] = never_gone, watches: Sequence[tuple[str, ov.Watch]] = (),
-             wait_for: str | None = None, operator: bool = False, view: ov.ViewRequest | None = None,
-             shows: bool = True, cancel: Cancellation | None = None, progress: Any = NO_PROGRESS,
-             wait_on: list[TaskEntry] | None = None, every: bool = False) -> Outcome:
-        """Inline wait (the caller registered as a waiter of each entry under the lock). No free slot: answer
-        at once. A cancel ends it at once; a client that asked for progress gets it meanwhile. `wait_on`: the
-        entries whose end ends the wait (default all); `every`: all of them, not the first. With `wait_for`,
-        the output a trailing `&` left running is watched on while it lives.
-
-        A caller that hung up or cancelled will never read the result: it is left as the completion todo
-        instead of counting as seen (and no cursor moves); so is a result only an operator saw."""
+    def wait(self, entries: list[TaskEntry], window: WaitWindow, finish: Callable[[LockedTasks, Waited], R], *,
+             watches: Sequence[tuple[str, ov.Watch]] = (), wait_for: str | None = None,
+             cancel: Cancellation | None = None, progress: ProgressReporter = NO_PROGRESS,
+             wait_on: list[TaskEntry] | None = None, every: bool = False,
+             first_recheck: float = inline_wait.WATCH_RECHECK_FIRST,
+             sources: Callable[[str], list[ov.Source]] | None = None, leftovers_write: bool = True) -> R:
+        """The one inline wait of `run`, `status`, `send` and `kill`: until the end of `wait_on` (default all
+        of `entries`; `every`: all of them, not the first), a `watches` match, a cancel or the window, under a
+        wait slot (none free: no wait at all, `Waited.skipped`). A client that asked for progress gets it
+        meanwhile, about `sources` (default the task's two streams). `leftovers_write`: with `wait_for`, the
+        output a trailing `&` left running is watched on while it lives. `finish` runs under the lock that ends
+        the wait, so what it takes (a snapshot, the agent's side) is what the wait saw."""
         start = time.monotonic()
         matched, matched_id = None, None
         waited_on = entries if wait_on is None else wait_on
-        ended_before = {e.id for e in entries if e.task.ended}  # (read without the lock: a race only costs a stat)
-        with self.slots.held() as slot, self.registry.wakes_on(cancel):
-            telling = (WaitTelling(self.registry, entries, self.sources, wait_for, time.monotonic)
-                       if slot and progress.wanted else None)
-            if slot and (watches or telling is not None):
+        with self._slot(window) as slot, self.registry.wakes_on(cancel):
+            waits = slot and window.seconds > 0
+            telling = (WaitTelling(self.registry, entries, sources or self.sources, wait_for, time.monotonic)
+                       if waits and progress.wanted else None)
+            if waits and (watches or telling is not None):
+                lingering = (lambda: self._lingering(entries)) if leftovers_write else None
                 matched, matched_id = inline_wait.wait_any(
-                    self.registry, waited_on, window.seconds, time.monotonic, list(watches), cancel=cancel,
-                    progress=progress, telling=telling, every=every, lingering=lambda: self._lingering(entries))
+                    self.registry, waited_on, window.seconds, time.monotonic, list(watches),
+                    first_recheck=first_recheck, cancel=cancel, progress=progress, telling=telling, every=every,
+                    lingering=lingering)
             with self.registry.locked() as tasks:
-                if slot and not watches and telling is None:
+                if waits and not watches and telling is None:
                     inline_wait.wait_ended(tasks, waited_on, window.seconds, cancel, every)
-                tasks.agent.done_waiting(entries, from_run, (lambda: True) if operator else client_gone)
-                waited = time.monotonic() - start
-                first = next((e for e in entries if e.id == matched_id or e.task.ended), entries[0])
-                snap = self._snapshot(tasks, first.id)
-                sizes = _end_sizes(first) if first.id not in ended_before else None
+                return finish(tasks, Waited(matched, matched_id, time.monotonic() - start, not slot))
+
+    def _slot(self, window: WaitWindow) -> AbstractContextManager[bool]:
+        """A wait slot (False when every one is taken); a window of 0 waits for nothing and needs none."""
+        return self.slots.held() if window.seconds > 0 else nullcontext(True)
+
+    def answer_after_wait(self, entries: list[TaskEntry], window: WaitWindow, from_run: bool,
+                          client_gone: Callable[[], bool] = never_gone,
+                          watches: Sequence[tuple[str, ov.Watch]] = (), wait_for: str | None = None,
+                          operator: bool = False, view: ov.ViewRequest | None = None, shows: bool = True,
+                          cancel: Cancellation | None = None, progress: ProgressReporter = NO_PROGRESS,
+                          wait_on: list[TaskEntry] | None = None, every: bool = False) -> Outcome:
+        """`run`'s and `status`'s answer: the wait (the caller registered as a waiter of each entry under the
+        lock), then the view of the task that ended it (or the first).
+
+        A caller that hung up or cancelled will never read the result: it is left as the completion todo
+        instead of counting as seen (and no cursor moves); so is a result only an operator saw."""
+        ended_before = {e.id for e in entries if e.task.ended}  # (read without the lock: a race only costs a stat)
+
+        def finish(tasks: LockedTasks, waited: Waited) -> tuple[Waited, TaskEntry, Snapshot, dict[str, int] | None]:
+            tasks.agent.done_waiting(entries, from_run, (lambda: True) if operator else client_gone)
+            first = next((e for e in entries if e.id == waited.matched_id or e.task.ended), entries[0])
+            sizes = _end_sizes(first) if first.id not in ended_before else None
+            return waited, first, self._snapshot(tasks, first.id), sizes
+
+        waited, first, snap, sizes = self.wait(entries, window, finish, watches=watches, wait_for=wait_for,
+                                               cancel=cancel, progress=progress, wait_on=wait_on, every=every)
         truncated = [f"{task_id} {w.source.stream}" for task_id, w in watches if w.truncated]
-        earlier = _earlier_match(watches) if wait_for is not None and matched is None else (None, None)
-        return Outcome(self._read(first.id, snap, view, shows and not client_gone(), from_run, sizes), window, waited,
-                       wait_skipped=not slot, wait_for=wait_for, matched=matched, matched_id=matched_id,
-                       truncated=truncated, notices=self.notices, earlier=earlier[0], earlier_id=earlier[1],
-                       first_answer=from_run)
+        earlier = _earlier_match(watches) if wait_for is not None and waited.matched is None else (None, None)
+        return Outcome(self._read(first.id, snap, view, shows and not client_gone(), from_run, sizes), window,
+                       waited.seconds, wait_skipped=waited.skipped, wait_for=wait_for, matched=waited.matched,
+                       matched_id=waited.matched_id, truncated=truncated, notices=self.notices,
+                       earlier=earlier[0], earlier_id=earlier[1], first_answer=from_run)
 
     def _lingering(self, entries: list[TaskEntry]) -> bool:
         """Processes an ended task's shell started still run (they may still write its output)."""
@@ -94,12 +134,12 @@ class Answers:
         return self._read(task_id, snap, request, shows, brief)
 
     @staticmethod
-    def _snapshot(tasks: LockedTasks, task_id: str) -> tuple[TaskView, TaskEntry, list, dict[str, int]]:
+    def _snapshot(tasks: LockedTasks, task_id: str) -> Snapshot:
         view = tasks.view(task_id)
         entry = tasks.get(task_id)
         return view, entry, list(entry.leftovers), dict(entry.seen_to)
 
-    def _read(self, task_id: str, snap: tuple[TaskView, TaskEntry, list, dict[str, int]],
+    def _read(self, task_id: str, snap: Snapshot,
               request: ov.ViewRequest | None, shows: bool, brief: bool = False,
               sizes: dict[str, int] | None = None) -> TaskView:
         """`sizes`: the outputs' sizes at the end this answer's wait saw (no stat of them again)."""

@@ -11,11 +11,11 @@ to WATCH_RECHECK_MAX (a check costs one fstat per stream when nothing was writte
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from common.protocol.call_progress import NO_PROGRESS, Cancellation, Pacer
+from common.protocol.call_progress import NO_PROGRESS, Cancellation, Pacer, ProgressReporter
 from hivebash import output_views as ov
 from hivebash.answers.wait_progress import WaitTelling
+from hivebash.stdin.task_input import NULL, TTY
 from hivebash.tasks.entry import TaskEntry
 from hivebash.tasks.registry import LockedTasks, TaskRegistry
 
@@ -30,6 +30,30 @@ def watches_for(entries: list[TaskEntry], paths: Callable[[str], list[ov.Source]
     shown, counts."""
     return [(e.id, ov.watch(src, pattern, start=0 if from_start else dict(e.seen_to).get(src.stream, 0)))
             for e in entries for src in paths(e.id)]
+
+
+def prompt_watches(entry: TaskEntry, sources: list[ov.Source], pattern: str,
+                   from_start: bool) -> list[tuple[str, ov.Watch]]:
+    """`wait_for` over a task that takes input: its prompts count (run's wait on a new tty or pipe task)."""
+    return [(entry.id, ov.PromptWatch(src, pattern, 0 if from_start else ov.file_size(src.path))) for src in sources]
+
+
+def output_sources(sources: Callable[[str], list[ov.Source]], entry: TaskEntry) -> list[ov.Source]:
+    """The streams a task writes: a terminal's output is all in its stdout."""
+    found = sources(entry.id)
+    return found[:1] if entry.task.stdin == TTY else found
+
+
+def wait_for_watches(sources: Callable[[str], list[ov.Source]], entries: list[TaskEntry], pattern: str,
+                     from_start: bool) -> list[tuple[str, ov.Watch]]:
+    """`wait_for` of a run or a status: each stream from the files' start (a task `run` just created) or their
+    ends; a task that takes input also by its unfinished last line (a prompt)."""
+    plain = [e for e in entries if e.task.stdin == NULL]
+    watches = watches_for(plain, sources, pattern, from_start)
+    for e in entries:
+        if e.task.stdin != NULL:
+            watches += prompt_watches(e, output_sources(sources, e), pattern, from_start)
+    return watches
 
 
 def wait_ended(tasks: LockedTasks, entries: list[TaskEntry], seconds: float, cancel: Cancellation | None = None,
@@ -54,7 +78,8 @@ def _stop(entries: list[TaskEntry], cancel: Cancellation | None, every: bool = F
 
 def wait_any(registry: TaskRegistry, entries: list[TaskEntry], seconds: float, clock: Callable[[], float],
              watches: list[tuple[str, ov.Watch]], first_recheck: float = WATCH_RECHECK_FIRST,
-             cancel: Cancellation | None = None, progress: Any = NO_PROGRESS, telling: WaitTelling | None = None,
+             cancel: Cancellation | None = None, progress: ProgressReporter = NO_PROGRESS,
+             telling: WaitTelling | None = None,
              every: bool = False, lingering: Callable[[], bool] | None = None) -> tuple[ov.Line | None, str | None]:
     """Wait (called without the lock) until an end or a matching line; returns the matching line and its
     task's id, or (None, None). `first_recheck`: the first look at the files' growth (send's is sooner: an
@@ -82,7 +107,7 @@ def wait_any(registry: TaskRegistry, entries: list[TaskEntry], seconds: float, c
 
 
 def _watch_and_tell(registry: TaskRegistry, stop: Callable[[], bool], seconds: float, clock: Callable[[], float],
-                    watches: list[tuple[str, ov.Watch]], recheck: float, progress: Any,
+                    watches: list[tuple[str, ov.Watch]], recheck: float, progress: ProgressReporter,
                     telling: WaitTelling | None, gone: Callable[[], bool] | None = None
                     ) -> tuple[ov.Line | None, str | None]:
     """The wait that looks at the output: for a `wait_for` match (rechecks doubling to WATCH_RECHECK_MAX) and,

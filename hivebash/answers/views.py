@@ -7,7 +7,6 @@ and then the output tails verbatim; `data`, the exact structured form for progra
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 from common.notices import Notices
@@ -52,18 +51,12 @@ def read_output(view: TaskView, store: TaskStore, request: ov.ViewRequest | None
     for stream in ("stdout", "stderr"):
         got = shown.get(stream) if "text" in shown.get(stream, {}) else None
         if got is None:  # not part of this view: its size and path only
-            tail = Tail(paths[stream], "", _size(paths[stream]), 0, _size(paths[stream]))
+            tail = Tail(paths[stream], "", ov.file_size(paths[stream]), 0, ov.file_size(paths[stream]))
         else:
             shown_bytes = got["size"] - got["from_byte"] - got["elided_bytes"]
             tail = Tail(got["path"], got["text"], got["size"], shown_bytes, got["size"] - shown_bytes)
         setattr(view, stream, tail)
 
-
-def _size(path: str) -> int:
-    try:
-        return os.stat(path, follow_symlinks=False).st_size
-    except FileNotFoundError:
-        return 0
 
 
 TTY_STDERR = "--- stderr: none apart (stdin=tty: the terminal's output, stderr included, is all in stdout) ---\n"

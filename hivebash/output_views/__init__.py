@@ -24,13 +24,15 @@ from hivebash.output_views.reading import (
     Source,
     View,
     ViewError,
+    file_size,
 )
 from hivebash.output_views.request import DEFAULT_MAX_LINES, STREAMS, ViewRequest, check_view, render
 from hivebash.output_views.tail_view import tail
-from hivebash.output_views.wait_for import Watch, watch
+from hivebash.output_views.wait_for import PromptWatch, Watch, watch
 from hivebash.output_views.window_view import window
 
 __all__ = ["FAILURE_LINES", "FAILURE_PATTERN", "failure_lines", "BLOCK", "CONTEXT_MAX", "DEFAULT_MAX_LINES",
            "GREP_SECONDS", "LINE_CAP", "MAX_LINES_MAX", "STREAMS",
-           "VIEW_BUDGET", "Line", "LineIndex", "Source", "View", "ViewError", "ViewRequest", "Watch",
+           "VIEW_BUDGET", "Line", "LineIndex", "PromptWatch", "Source", "View", "ViewError", "ViewRequest", "Watch",
+           "file_size",
            "check_view", "compile_pattern", "grep", "render", "tail", "watch", "window"]

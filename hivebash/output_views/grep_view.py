@@ -33,7 +33,7 @@ from hivebash.output_views.reading import (
 
 
 @dataclass
-class _Hit:
+class Hit:
     stream: str
     number: int
     offset: int  # where the line starts
@@ -69,7 +69,7 @@ def scan(fd: int, stream: str, regexes: tuple[re.Pattern, re.Pattern], start: in
     The regex searches the whole block from the current position; a candidate counts only if its own line
     matches alone (`\\s` or `[^x]` can match across a newline)."""
     regex, candidates = regexes
-    hits: list[_Hit] = []
+    hits: list[Hit] = []
     total = 0
     last_hit = -1  # where the line of the last hit starts: the pieces of one long line count once
     carry = start  # where the line that the next block begins in starts
@@ -99,7 +99,7 @@ def scan(fd: int, stream: str, regexes: tuple[re.Pattern, re.Pattern], start: in
                     total += 1
                     last_hit = line_start
                     if len(hits) < keep:
-                        hits.append(_Hit(stream, 0, line_start))
+                        hits.append(Hit(stream, 0, line_start))
                     elif not count:
                         return hits, total, 0
             pos = le + 1
@@ -148,7 +148,7 @@ def grep(sources: list[Source], pattern: str, context: int = 0, starts: dict[str
     return View("\n".join(parts) + "\n", {"grep": pattern, "context": context, "streams": data_streams}, read_to)
 
 
-def _with_context(fd: int, hits: list[_Hit], context: int) -> list[list[Line]]:
+def _with_context(fd: int, hits: list[Hit], context: int) -> list[list[Line]]:
     """Groups of lines: each hit with `context` lines before and after, overlapping groups merged."""
     groups: list[list[Line]] = []
     hit_numbers = {h.number for h in hits}

@@ -47,6 +47,14 @@ class View:
     read_to: dict[str, int] = field(default_factory=dict)  # stream -> byte offset shown up to (for new_only)
 
 
+def file_size(path: str) -> int:
+    """An output file's size, 0 while it does not exist (a link is not followed)."""
+    try:
+        return os.stat(path, follow_symlinks=False).st_size
+    except FileNotFoundError:
+        return 0
+
+
 def open_output(path: str) -> int | None:
     """The output file open for reading; None when it is missing, or when something else was planted there
     (a link: ELOOP; a FIFO: not waited on): its text must never reach the model (the task's note says why)."""

@@ -1,4 +1,5 @@
-"""wait_for: the first new line of an output file that matches a regex (status/run `wait_for`)."""
+"""wait_for: the first new line of an output file that matches a regex (`Watch`), or, for a task that takes
+input, its unfinished last line too (`PromptWatch`: a prompt such as `>>> ` or `[y/N] ` has no newline yet)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from hivebash.output_views.grep_view import compile_pattern, scan
+from hivebash.output_views.grep_view import Hit, compile_pattern, scan
 from hivebash.output_views.line_index import number_hits
-from hivebash.output_views.reading import Line, Source, open_output, read_line_at, shown_text
+from hivebash.output_views.reading import LINE_CAP, Line, Source, open_output, read_line_at, shown_text
 
 
 @dataclass
@@ -87,3 +88,33 @@ def watch(source: Source, pattern: str, from_end: bool = True, start: int | None
         except FileNotFoundError:
             start = 0
     return Watch(source, start, regexes, origin=start)
+
+
+class PromptWatch(Watch):
+    """A Watch of one stream that also matches the last line while it has no newline yet (a prompt); the
+    complete lines are matched as every `wait_for` matches them."""
+
+    def __init__(self, source: Source, pattern: str, offset: int):
+        super().__init__(source, offset, compile_pattern(pattern))
+        self.prompt = re.compile(pattern)
+
+    def check(self, final: bool = False) -> Line | None:
+        line = super().check(final)
+        if line is not None or final:
+            return line
+        fd = open_output(self.source.path)
+        if fd is None:
+            return None
+        try:
+            start = self.offset  # past the last complete line: the rest is the unfinished one
+            size = os.fstat(fd).st_size
+            if size <= start:
+                return None
+            text = shown_text(os.pread(fd, min(size - start, LINE_CAP * 4), start))
+            if not self.prompt.search(text):
+                return None
+            hit = Hit(self.source.stream, 0, start)
+            number_hits(fd, [hit], self.buf)
+            return Line(self.source.stream, hit.number, text)
+        finally:
+            os.close(fd)

@@ -30,8 +30,8 @@ def build_registry(engine: Engine | None) -> ToolRegistry:
     # engine None: the declarations only (tests/robustness reads the schemas without an engine)
     cwd, notices = ((engine.default_cwd, engine.notices) if engine is not None
                     else ("the daemon's directory", Notices(True)))
-    return ToolRegistry([run.declare(engine, notices, cwd), status.declare(engine, notices), send.declare(engine),
-                         kill.declare(engine, notices), listing.declare(engine)],
+    return ToolRegistry([run.run_tool(engine, notices, cwd), status.status_tool(engine, notices),
+                         send.send_tool(engine), kill.kill_tool(engine, notices), listing.list_tool(engine)],
                         instructions=instructions(notices))
 
 

@@ -14,14 +14,14 @@ if TYPE_CHECKING:
 
 
 class KillArgs(TypedDict, total=False):
-    """`kill`'s arguments, as kill_tool's schema declares them."""
+    """`kill`'s arguments, as kill_declaration's schema declares them."""
 
     id: Required[str]
     force: bool
     wait_seconds: float
 
 
-def kill_tool(notices: Notices) -> dict[str, Any]:
+def kill_declaration(notices: Notices) -> dict[str, Any]:
     ending = notices.say("a later end surfaces as a todo (or check with status)", "check a later end with status")
     return dict(
         name="kill",
@@ -46,11 +46,11 @@ def kill_tool(notices: Notices) -> dict[str, Any]:
     )
 
 
-def _handle(engine: Engine, args: KillArgs, ctx: CallContext) -> ToolResult:
+def _answer_kill(engine: Engine, args: KillArgs, ctx: CallContext) -> ToolResult:
     return kill_result(engine.kill(args["id"], force=args.get("force", False),
                                    wait_seconds=args.get("wait_seconds")))
 
 
-def declare(engine: Engine | None, notices: Notices) -> Tool[KillArgs]:
-    return Tool(handler=bound(engine, _handle), title="Stop a background task", **kill_tool(notices),
+def kill_tool(engine: Engine | None, notices: Notices) -> Tool[KillArgs]:
+    return Tool(handler=bound(engine, _answer_kill), title="Stop a background task", **kill_declaration(notices),
                 annotations={"destructiveHint": True})

@@ -44,12 +44,12 @@ LIST: dict[str, Any] = dict(
 )
 
 
-def _handle(engine: Engine, args: ListArgs, ctx: CallContext) -> ToolResult:
+def _answer_list(engine: Engine, args: ListArgs, ctx: CallContext) -> ToolResult:
     offset = args.get("offset", 0)
     views, total = engine.list(state=args.get("state"), limit=args.get("limit", 50), offset=offset)
     return list_result(views, total, args.get("state"), offset)
 
 
-def declare(engine: Engine | None) -> Tool[ListArgs]:
-    return Tool(handler=bound(engine, _handle), title="List background tasks", **LIST,
+def list_tool(engine: Engine | None) -> Tool[ListArgs]:
+    return Tool(handler=bound(engine, _answer_list), title="List background tasks", **LIST,
                 annotations={"readOnlyHint": True})

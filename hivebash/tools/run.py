@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 class RunArgs(TypedDict, total=False):
-    """`run`'s arguments, as run_tool's schema declares them."""
+    """`run`'s arguments, as run_declaration's schema declares them."""
 
     cmd: Required[str]
     timeout_secs: int
@@ -29,7 +29,7 @@ class RunArgs(TypedDict, total=False):
     cwd: str
 
 
-def run_tool(default_cwd: str, notices: Notices) -> dict[str, Any]:
+def run_declaration(default_cwd: str, notices: Notices) -> dict[str, Any]:
     """`run`'s declaration; it names the daemon's working directory and whether completions become todos."""
     ending = notices.say("its completion then arrives as a todo",
                          f"no completion notice comes ({NO_SOCKET}): check with status")
@@ -91,7 +91,7 @@ def run_tool(default_cwd: str, notices: Notices) -> dict[str, Any]:
     )
 
 
-def _handle(engine: Engine, args: RunArgs, ctx: CallContext) -> ToolResult:
+def _answer_run(engine: Engine, args: RunArgs, ctx: CallContext) -> ToolResult:
     outcome = engine.run(args["cmd"], timeout_secs=args.get("timeout_secs"), wait_seconds=args.get("wait_seconds"),
                          name=args.get("name"), cwd=args.get("cwd"), client_gone=ctx.client_gone,
                          wait_for=args.get("wait_for"), stdin=args.get("stdin"), cancel=ctx.cancel,
@@ -104,6 +104,6 @@ RUN_FILE_ROUTE = "run it by its path (e.g. `bash /path/to/script.sh`; data: `cmd
 
 
 
-def declare(engine: Engine | None, notices: Notices, default_cwd: str) -> Tool[RunArgs]:
-    return Tool(handler=bound(engine, _handle), title="Run a shell command in the background",
-                **run_tool(default_cwd, notices), byte_limits={"cmd": MAX_CMD_BYTES}, file_route=RUN_FILE_ROUTE)
+def run_tool(engine: Engine | None, notices: Notices, default_cwd: str) -> Tool[RunArgs]:
+    return Tool(handler=bound(engine, _answer_run), title="Run a shell command in the background",
+                **run_declaration(default_cwd, notices), byte_limits={"cmd": MAX_CMD_BYTES}, file_route=RUN_FILE_ROUTE)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 class SendArgs(TypedDict, total=False):
-    """`send`'s arguments, as send_tool's schema declares them ."""
+    """`send`'s arguments, as send_declaration's schema declares them."""
 
     id: Required[str]
     text: str
@@ -28,7 +28,7 @@ class SendArgs(TypedDict, total=False):
     wait_for: str
 
 
-def send_tool(id_schema: dict, wait_for_schema: dict) -> dict:
+def send_declaration(id_schema: dict, wait_for_schema: dict) -> dict:
     return dict(
         name="send",
         description=(
@@ -115,7 +115,7 @@ def _next_call(outcome: SendOutcome) -> str:
             f"status(id=\"{tid}\", new_only=true) shows later output; kill(id=\"{tid}\") stops it.\n")
 
 
-def _handle(engine: Engine, args: SendArgs, ctx: CallContext) -> ToolResult:
+def _answer_send(engine: Engine, args: SendArgs, ctx: CallContext) -> ToolResult:
     return send_result(engine.send(args["id"], text=args.get("text"), keys=args.get("keys"),
                                    enter=args.get("enter"), eof=args.get("eof"),
                                    wait_seconds=args.get("wait_seconds"), wait_for=args.get("wait_for"),
@@ -123,6 +123,6 @@ def _handle(engine: Engine, args: SendArgs, ctx: CallContext) -> ToolResult:
                                    progress=ctx.progress))
 
 
-def declare(engine: Engine | None) -> Tool[SendArgs]:
-    return Tool(handler=bound(engine, _handle), title="Type into a background task",
-                **send_tool(ID_SCHEMA, WAIT_FOR_SCHEMA))
+def send_tool(engine: Engine | None) -> Tool[SendArgs]:
+    return Tool(handler=bound(engine, _answer_send), title="Type into a background task",
+                **send_declaration(ID_SCHEMA, WAIT_FOR_SCHEMA))

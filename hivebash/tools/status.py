@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 class StatusArgs(TypedDict, total=False):
-    """`status`'s arguments, as status_tool's schema declares them."""
+    """`status`'s arguments, as status_declaration's schema declares them."""
 
     id: str
     ids: list[str]
@@ -33,7 +33,7 @@ class StatusArgs(TypedDict, total=False):
     new_only: bool
 
 
-def status_tool(notices: Notices) -> dict[str, Any]:
+def status_declaration(notices: Notices) -> dict[str, Any]:
     clears = notices.say(" Showing you a finished task clears its todo.", "")
     return dict(
         name="status",
@@ -77,7 +77,7 @@ def status_tool(notices: Notices) -> dict[str, Any]:
     )
 
 
-def _handle(engine: Engine, args: StatusArgs, ctx: CallContext) -> ToolResult:
+def _answer_status(engine: Engine, args: StatusArgs, ctx: CallContext) -> ToolResult:
     view = ov.check_view(args.get("grep"), args.get("context"), args.get("from_line"), args.get("max_lines"),
                          args.get("stream"), args.get("new_only"), args.get("tail_lines"))
     ids, every = args.get("ids"), args.get("all", False)
@@ -94,6 +94,6 @@ def _handle(engine: Engine, args: StatusArgs, ctx: CallContext) -> ToolResult:
     return outcome_result(outcome, started_form=False)
 
 
-def declare(engine: Engine | None, notices: Notices) -> Tool[StatusArgs]:
-    return Tool(handler=bound(engine, _handle), title="Status and output of background tasks",
-                **status_tool(notices), annotations={"readOnlyHint": True})
+def status_tool(engine: Engine | None, notices: Notices) -> Tool[StatusArgs]:
+    return Tool(handler=bound(engine, _answer_status), title="Status and output of background tasks",
+                **status_declaration(notices), annotations={"readOnlyHint": True})

@@ -13,6 +13,7 @@ import time
 
 from common.process_seam import ProcInfo
 from common.waiting import busy_advice, cap_wait
+from hivebash.answers.answering import Waited
 from hivebash.answers.texts import FREE_A_SLOT
 from hivebash.answers.views import KillOutcome
 from hivebash.tasks import task as T
@@ -26,19 +27,15 @@ KILL_WAIT_SECONDS = 2.0  # how long a kill waits for the end by default
 def kill(rooms: Rooms, task_id: str, force: bool, wait_seconds: float | None = None) -> KillOutcome:
     window = cap_wait(wait_seconds, default=KILL_WAIT_SECONDS, cap=rooms.wait_cap)
     action, message = _kill(rooms, task_id, force)
-    waited, slot = 0.0, True
-    if action == "signalled" and window.seconds > 0:
-        start = time.monotonic()
-        with rooms.answers.slots.held() as slot:  # past the bound: answer at once, as every wait does
-            if slot:
-                with rooms.registry.locked() as tasks:
-                    entry = tasks.get(task_id)
-                    tasks.wait(lambda: entry.task.terminal, window.seconds)
-        waited = time.monotonic() - start
+    waited = Waited()
+    if action == "signalled" and window.seconds > 0:  # past the wait bound: answer at once, as every wait does
+        with rooms.registry.locked() as tasks:
+            entry = tasks.get(task_id)
+        waited = rooms.answers.wait([entry], window, lambda tasks, seen: seen)
     view = rooms.answers.view(task_id)
     if action == "signalled" and window.seconds > 0:
-        message = _after_wait(view.task, force, waited, message, slot)
-    return KillOutcome(view, action, message, wait_skipped=not slot)
+        message = _after_wait(view.task, force, waited.seconds, message, not waited.skipped)
+    return KillOutcome(view, action, message, wait_skipped=waited.skipped)
 
 
 def _after_wait(task: T.Task, force: bool, waited: float, message: str, slot: bool = True) -> str:

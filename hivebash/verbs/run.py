@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import Any
 
 from common.protocol.after_answer import after_answer
-from common.protocol.call_progress import NO_PROGRESS, Cancellation
+from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressReporter
 from common.protocol.tools import never_gone
+from hivebash.answers.inline_wait import wait_for_watches
 from hivebash.answers.views import Outcome
 from hivebash.disk.spares import Spare
 from hivebash.errors import EngineError
@@ -25,7 +25,6 @@ from hivebash.tasks.registry import LockedTasks
 from hivebash.tasks.task import Task
 from hivebash.verbs.arguments import RunRequest, check_name_argument, check_run, check_wait_for
 from hivebash.verbs.rooms import Rooms
-from hivebash.verbs.send import wait_for_watches
 
 SPAWN_GRACE = 0.05  # seconds run(wait_seconds=0) waits at most for the spawn of a task given a slot
 SHUT_DOWN_PENDING = "interrupted: the daemon shut down before it started"
@@ -34,7 +33,7 @@ SHUT_DOWN_PENDING = "interrupted: the daemon shut down before it started"
 def run(rooms: Rooms, cmd: str, timeout_secs: float | None = None, wait_seconds: float | None = None,
         name: str | None = None, cwd: str | None = None, client_gone: Callable[[], bool] = never_gone,
         wait_for: str | None = None, stdin: str | None = None, cancel: Cancellation | None = None,
-        progress: Any = NO_PROGRESS) -> Outcome:
+        progress: ProgressReporter = NO_PROGRESS) -> Outcome:
     """Submit `bash -c cmd`; wait inline up to the capped window (or until a line of its output matches
     `wait_for`); see todo_rules.py for todos. `client_gone()` says whether the caller hung up during the
     wait (then the result becomes a todo). `stdin`: "null", "pipe" or "tty" (task_input.py)."""
@@ -51,8 +50,8 @@ def run(rooms: Rooms, cmd: str, timeout_secs: float | None = None, wait_seconds:
     if req.window.seconds <= 0:
         return Outcome(rooms.answers.view(task.id, shows=True, settle=_await_spawn if spawning else None, brief=True),
                        req.window, 0.0, notices=rooms.answers.notices, first_answer=True)
-    watches = wait_for_watches(rooms.answers, [entry], wait_for, from_start=True) if wait_for else []
-    return rooms.answers.wait([entry], req.window, from_run=True, client_gone=client_gone, watches=watches,
+    watches = wait_for_watches(rooms.answers.sources, [entry], wait_for, from_start=True) if wait_for else []
+    return rooms.answers.answer_after_wait([entry], req.window, from_run=True, client_gone=client_gone, watches=watches,
                               wait_for=wait_for, cancel=cancel, progress=progress)
 
 

@@ -9,28 +9,22 @@ the output written since the write, cleaned as every view is.
 
 from __future__ import annotations
 
-import os
-import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from common.notices import Notices
-from common.protocol.call_progress import NO_PROGRESS, Cancellation
+from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressReporter
 from common.protocol.tools import never_gone
 from common.waiting import WaitSlots, WaitWindow, cap_wait
 from hivebash import output_views as ov
-from hivebash.answers import inline_wait
-from hivebash.answers.answering import Answers
-from hivebash.answers.wait_progress import WaitTelling
+from hivebash.answers.answering import Answers, Waited
+from hivebash.answers.inline_wait import output_sources
 from hivebash.errors import EngineError
-from hivebash.output_views.line_index import number_hits
-from hivebash.output_views.reading import LINE_CAP, open_output, shown_text
 from hivebash.stdin.keys import key_bytes
-from hivebash.stdin.task_input import NULL, PIPE, TTY, InputClosed, TaskInput
+from hivebash.stdin.task_input import NULL, PIPE, InputClosed, TaskInput
 from hivebash.tasks.entry import TaskEntry
-from hivebash.tasks.registry import TaskRegistry
+from hivebash.tasks.registry import LockedTasks, TaskRegistry
 from hivebash.tasks.snapshot import TaskView
 from hivebash.verbs.arguments import check_wait_for, check_wait_seconds
 
@@ -96,64 +90,6 @@ def check_send(text: object, keys: object, enter: object, eof: object, wait_seco
                        cap_wait(seconds, default=SEND_WAIT_DEFAULT, cap=wait_cap), pattern, keys is not None)
 
 
-class PromptWatch(ov.Watch):
-    """An ov.Watch of one stream that also matches the last line while it has no newline yet (a prompt); the
-    complete lines are matched as every `wait_for` matches them."""
-
-    def __init__(self, source: ov.Source, pattern: str, offset: int):
-        super().__init__(source, offset, ov.compile_pattern(pattern))
-        self.prompt = re.compile(pattern)
-
-    def check(self, final: bool = False) -> ov.Line | None:
-        line = super().check(final)
-        if line is not None or final:
-            return line
-        fd = open_output(self.source.path)
-        if fd is None:
-            return None
-        try:
-            start = self.offset  # past the last complete line: the rest is the unfinished one
-            size = os.fstat(fd).st_size
-            if size <= start:
-                return None
-            text = shown_text(os.pread(fd, min(size - start, LINE_CAP * 4), start))
-            if not self.prompt.search(text):
-                return None
-            hit = _Hit(start)
-            number_hits(fd, [hit], self.buf)
-            return ov.Line(self.source.stream, hit.number, text)
-        finally:
-            os.close(fd)
-
-
-@dataclass
-class _Hit:
-    offset: int
-    number: int = 0
-
-
-def prompt_watches(entry: TaskEntry, sources: list[ov.Source], pattern: str,
-                   from_start: bool) -> list[tuple[str, PromptWatch]]:
-    """`wait_for` over a task that takes input: its prompts count (run's wait on a new tty or pipe task)."""
-    return [(entry.id, PromptWatch(src, pattern, 0 if from_start else _size(src.path))) for src in sources]
-
-
-def output_sources(answers: Answers, entry: TaskEntry) -> list[ov.Source]:
-    sources = answers.sources(entry.id)
-    return sources[:1] if entry.task.stdin == TTY else sources  # a terminal's output is all in .out
-
-
-def wait_for_watches(answers: Answers, entries: list[TaskEntry], pattern: str, from_start: bool) -> list:
-    """`wait_for` of a run or a status: each stream from the files' start (a task `run` just created) or their
-    ends; a task that takes input also by its unfinished last line (a prompt)."""
-    plain = [e for e in entries if e.task.stdin == NULL]
-    watches: list = inline_wait.watches_for(plain, answers.sources, pattern, from_start)
-    for e in entries:
-        if e.task.stdin != NULL:
-            watches += prompt_watches(e, output_sources(answers, e), pattern, from_start)
-    return watches
-
-
 class Sender:
     """`send`: the checks, the write, the wait and the answer's view (taking the registry's lock itself)."""
 
@@ -165,18 +101,20 @@ class Sender:
 
     def send(self, task_id: str, text: object = None, keys: object = None, enter: object = None, eof: object = None,
              wait_seconds: object = None, wait_for: object = None, client_gone: Callable[[], bool] = never_gone,
-             operator: bool = False, cancel: Cancellation | None = None, progress: Any = NO_PROGRESS) -> SendOutcome:
+             operator: bool = False, cancel: Cancellation | None = None,
+             progress: ProgressReporter = NO_PROGRESS) -> SendOutcome:
         req = check_send(text, keys, enter, eof, wait_seconds, wait_for, self.wait_cap)
         with self.registry.locked() as tasks:
             entry = tasks.get(task_id)
             handle = self._input(entry, req)
             tasks.agent.wait_inline([entry])  # its end, if it comes during the wait, is this answer's (no todo)
         sources = self.sources(entry)
-        offsets = {src.stream: _size(src.path) for src in sources}
+        offsets = {src.stream: ov.file_size(src.path) for src in sources}
         accepted, ended, closed = _write(handle, req)
-        watches = ([(entry.id, PromptWatch(src, req.wait_for, offsets[src.stream])) for src in sources]
-                   if req.wait_for else [])
-        matched, waited, skipped = self._wait(entry, req, watches, client_gone, operator, cancel, progress)
+        watches: list[tuple[str, ov.Watch]] = (
+            [(entry.id, ov.PromptWatch(src, req.wait_for, offsets[src.stream])) for src in sources]
+            if req.wait_for else [])
+        waited = self._wait(entry, req, watches, client_gone, operator, cancel, progress)
         with self.registry.locked() as tasks:
             view = tasks.view(entry.id)  # no tails: the output since the write is the answer's
         output = ov.tail(sources, offsets, new_only=True, budget=SEND_BUDGET,
@@ -185,7 +123,7 @@ class Sender:
             with self.registry.locked() as tasks:
                 tasks.agent.moved_on(entry, offsets, output.read_to)
         return SendOutcome(view, len(req.data), accepted, ended, closed, output, req.window,
-                           waited, req.wait_for, matched, skipped, self.answers.notices)
+                           waited.seconds, req.wait_for, waited.matched, waited.skipped, self.answers.notices)
 
     @staticmethod
     def _input(entry: TaskEntry, req: SendRequest) -> TaskInput:
@@ -208,28 +146,30 @@ class Sender:
         return handle
 
     def sources(self, entry: TaskEntry) -> list[ov.Source]:
-        return output_sources(self.answers, entry)
+        return output_sources(self.answers.sources, entry)
 
-    def _wait(self, entry: TaskEntry, req: SendRequest, watches: list, client_gone: Callable[[], bool],
-              operator: bool, cancel: Cancellation | None, progress: Any) -> tuple[ov.Line | None, float, bool]:
-        """As an inline wait of `status`: until the end, a match, a cancel or the window; the end is this
-        answer's (progress as a status wait gives it)."""
-        start = time.monotonic()
-        matched, skipped = None, False
+    def _wait(self, entry: TaskEntry, req: SendRequest, watches: list[tuple[str, ov.Watch]],
+              client_gone: Callable[[], bool], operator: bool, cancel: Cancellation | None,
+              progress: ProgressReporter) -> Waited:
+        """The inline wait of `status` (its end is this answer's, progress as a status wait gives it), first
+        looking at the output a millisecond after the write; the agent's side is told the wait is over even
+        when it fails."""
+        told = False
+
+        def finish(tasks: LockedTasks, waited: Waited) -> Waited:
+            nonlocal told
+            told = True
+            tasks.agent.done_waiting([entry], False, (lambda: True) if operator else client_gone)
+            return waited
+
         try:
-            if req.window.seconds > 0:
-                with self.slots.held() as free:
-                    skipped = not free
-                    if free:
-                        telling = (WaitTelling(self.registry, [entry], lambda _: self.sources(entry),
-                                               req.wait_for, time.monotonic) if progress.wanted else None)
-                        matched, _ = inline_wait.wait_any(self.registry, [entry], req.window.seconds,
-                                                          time.monotonic, watches, first_recheck=SEND_RECHECK_FIRST,
-                                                          cancel=cancel, progress=progress, telling=telling)
+            return self.answers.wait([entry], req.window, finish, watches=watches, wait_for=req.wait_for,
+                                     cancel=cancel, progress=progress, first_recheck=SEND_RECHECK_FIRST,
+                                     sources=lambda _: self.sources(entry), leftovers_write=False)
         finally:
-            with self.registry.locked() as tasks:
-                tasks.agent.done_waiting([entry], False, (lambda: True) if operator else client_gone)
-        return matched, time.monotonic() - start, skipped
+            if not told:
+                with self.registry.locked() as tasks:
+                    tasks.agent.done_waiting([entry], False, (lambda: True) if operator else client_gone)
 
 
 def _write(handle: TaskInput, req: SendRequest) -> tuple[int, bool, str | None]:
@@ -249,9 +189,3 @@ def _write(handle: TaskInput, req: SendRequest) -> tuple[int, bool, str | None]:
         return accepted, False, str(exc)
     return accepted, ended, None
 
-
-def _size(path: str) -> int:
-    try:
-        return os.stat(path, follow_symlinks=False).st_size
-    except FileNotFoundError:
-        return 0

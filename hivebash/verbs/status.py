@@ -4,17 +4,16 @@ optional inline wait for an end or a matching output line; `view` chooses what o
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from common.protocol.call_progress import NO_PROGRESS, Cancellation
+from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressReporter
 from common.protocol.tools import never_gone
 from common.waiting import cap_wait
 from hivebash import output_views as ov
+from hivebash.answers.inline_wait import wait_for_watches
 from hivebash.answers.views import ManyOutcome, Outcome
 from hivebash.tasks import task as T
 from hivebash.verbs.arguments import check_ids, check_wait_for, check_wait_seconds
 from hivebash.verbs.rooms import Rooms
-from hivebash.verbs.send import wait_for_watches
 
 MANY_VIEW = ov.ViewRequest(tail_lines=3)  # status(ids): each ended task's last lines
 RECORD_GRACE = 5.0  # seconds a status without a wait waits at most for a just-ended task's record (a disk write)
@@ -24,7 +23,7 @@ def status(rooms: Rooms, task_id: str | None = None, wait_seconds: float | None 
            client_gone: Callable[[], bool] = never_gone, *, ids: list[str] | None = None,
            wait_for: str | None = None, view: ov.ViewRequest | None = None,
            operator: bool = False, cancel: Cancellation | None = None,
-           progress: Any = NO_PROGRESS, every: bool = False) -> Outcome | ManyOutcome:
+           progress: ProgressReporter = NO_PROGRESS, every: bool = False) -> Outcome | ManyOutcome:
     """An `operator`'s status is not the agent's read: it clears no todo and moves no new_only cursor. With
     `ids`, the wait ends when the next of those still running ends (`every`: when all have); one that had
     ended before the call ends no wait."""
@@ -49,8 +48,8 @@ def status(rooms: Rooms, task_id: str | None = None, wait_seconds: float | None 
                     tasks.agent.hand_over(entry, client_gone)
     shows = ids is None and not operator  # the answer shows the agent this task's output
     if registered:
-        watches = wait_for_watches(answers, entries, wait_for, from_start=False) if wait_for else []
-        outcome = answers.wait(entries, window, from_run=False, client_gone=client_gone, watches=watches,
+        watches = wait_for_watches(answers.sources, entries, wait_for, from_start=False) if wait_for else []
+        outcome = answers.answer_after_wait(entries, window, from_run=False, client_gone=client_gone, watches=watches,
                                wait_for=wait_for, operator=operator, view=view, shows=shows, cancel=cancel,
                                progress=progress, wait_on=wait_on, every=every)
     else:

@@ -20,7 +20,7 @@ from typing import Any
 
 INTERRUPT_MARK = "[Request interrupted"
 
-# The last turn's outcome as a transcript shows it (LastTurn.outcome): completed, error, interrupted or
+# The last turn's outcome as a transcript shows it (TranscriptTurn.outcome): completed, error, interrupted or
 # no_result, a prompt with no answer after it: the turn is still running, or its process died without writing
 # one (SIGKILL, a crash): counted as interrupted.
 
@@ -60,7 +60,7 @@ def is_prompt(entry: dict) -> bool:
 
 
 @dataclass
-class LastTurn:
+class TranscriptTurn:
     """The last turn as the transcript records it."""
 
     prompt: str = ""
@@ -92,7 +92,7 @@ class Transcript:
     cost_usd: float | None = None  # cumulative over every turn (claude's own cost-state)
     first_at: float | None = None
     last_at: float | None = None
-    last_turn: LastTurn | None = None
+    last_turn: TranscriptTurn | None = None
     mtime: float = 0.0
 
 
@@ -109,7 +109,7 @@ class TranscriptReader:
 
     def __init__(self, path: Path):
         self.t = Transcript(path=path, session_id=session_id_of(path), archived=is_archived(path))
-        self.turn: LastTurn | None = None
+        self.turn: TranscriptTurn | None = None
         self.last_message_id: str | None = None
 
     def feed(self, entry: dict) -> None:
@@ -127,7 +127,7 @@ class TranscriptReader:
                 self.turn.cost_recorded = True
         if is_prompt(entry):
             t.turns += 1
-            self.turn = LastTurn(prompt=text_of(entry["message"]["content"]), started_at=stamp,
+            self.turn = TranscriptTurn(prompt=text_of(entry["message"]["content"]), started_at=stamp,
                                  cost_before_usd=t.cost_usd)
             self.last_message_id = None
             return
@@ -140,7 +140,7 @@ class TranscriptReader:
         elif kind == "assistant":
             self._assistant(entry, self.turn)
 
-    def _assistant(self, entry: dict[str, Any], turn: LastTurn) -> None:
+    def _assistant(self, entry: dict[str, Any], turn: TranscriptTurn) -> None:
         message = entry.get("message") or {}
         synthetic = message.get("model") == "<synthetic>"
         text = text_of(message.get("content"))

@@ -208,7 +208,7 @@ def _tool_results(event: dict) -> str | None:
     return None
 
 
-# The outcome of one turn (Outcome.kind): completed, error, interrupted, killed, budget_exceeded, max_turns or
+# The outcome of one turn (TurnEnd.kind): completed, error, interrupted, killed, budget_exceeded, max_turns or
 # timed_out. "interrupted" includes a turn that exited without a result (SIGINT mid-turn with stream-json may
 # write none; SIGINT in the first second or a crash never does). "budget_exceeded" and "max_turns": claude
 # stopped itself at --max-budget-usd or --max-turns (result subtypes error_max_budget_usd, error_max_turns, see
@@ -218,7 +218,7 @@ MAX_TURNS_SUBTYPE = "error_max_turns"
 
 
 @dataclass(frozen=True)
-class Outcome:
+class TurnEnd:
     kind: str
     detail: str
     result_text: str = ""
@@ -229,7 +229,7 @@ class Outcome:
 
 
 def classify(result: dict | None, returncode: int, sent: Mapping[str, str], stderr_tail: str = "",
-             last_text: str = "") -> Outcome:
+             last_text: str = "") -> TurnEnd:
     """Decide a finished turn's outcome from its result object (if any), exit status and the signals we sent.
 
     `sent` maps signal name ("SIGINT", "SIGKILL") to why we sent it ("interrupt", "turn_timeout", ...)."""
@@ -239,45 +239,45 @@ def classify(result: dict | None, returncode: int, sent: Mapping[str, str], stde
         return _from_result(result, returncode, sent, why, last_text)
     # No result object at all.
     if "SIGKILL" in sent:
-        return Outcome("killed", f"stopped by {why}; no result", last_text, True, returncode)
+        return TurnEnd("killed", f"stopped by {why}; no result", last_text, True, returncode)
     if died_by == "SIGKILL":
-        return Outcome("killed", "killed by SIGKILL (not sent by this daemon); no result", last_text, True, returncode)
+        return TurnEnd("killed", "killed by SIGKILL (not sent by this daemon); no result", last_text, True, returncode)
     if sent or died_by:
         cause = f"stopped by {why}" if sent else f"died of {died_by}"
-        return Outcome("interrupted", f"{cause}; exited without a result", last_text, True, returncode)
+        return TurnEnd("interrupted", f"{cause}; exited without a result", last_text, True, returncode)
     if returncode == 0:
-        return Outcome("interrupted", "claude exited without a result", last_text, True, returncode)
+        return TurnEnd("interrupted", "claude exited without a result", last_text, True, returncode)
     detail = f"claude exited with status {returncode} without a result"
     # stderr once: in the detail, never repeated as the result (which is only what the model wrote).
-    return Outcome("error", detail + (f": {stderr_tail}" if stderr_tail else ""), last_text, True, returncode)
+    return TurnEnd("error", detail + (f": {stderr_tail}" if stderr_tail else ""), last_text, True, returncode)
 
 
-def _from_result(result: dict[str, Any], returncode: int, sent: Mapping[str, str], why: str, last_text: str) -> Outcome:
+def _from_result(result: dict[str, Any], returncode: int, sent: Mapping[str, str], why: str, last_text: str) -> TurnEnd:
     """classify, for a turn whose stream ended with a result object."""
     text = str(result.get("result") or "")
     cost = result.get("total_cost_usd") if isinstance(result.get("total_cost_usd"), (int, float)) else None
     facts = {k: result.get(k) for k in ("subtype", "terminal_reason", "num_turns", "api_error_status")
              if result.get(k) is not None}
     if not result.get("is_error") and result.get("subtype") == "success":
-        return Outcome("completed", "claude finished the turn", text, returncode=returncode, cost_usd=cost, extra=facts)
+        return TurnEnd("completed", "claude finished the turn", text, returncode=returncode, cost_usd=cost, extra=facts)
     if result.get("subtype") == BUDGET_SUBTYPE:
         # claude 2.1.328: is_error true, rc 1, terminal_reason budget_exhausted, no `result` text (the reply
         # it cut short is the last assistant text), errors ["Reached maximum budget ($X)"].
         said = "; ".join(str(e) for e in result.get("errors") or [] if e) or "reached its maximum budget"
-        return Outcome("budget_exceeded", f"claude stopped at its budget: {said}", text or last_text,
+        return TurnEnd("budget_exceeded", f"claude stopped at its budget: {said}", text or last_text,
                        returncode=returncode, cost_usd=cost, extra=facts)
     if result.get("subtype") == MAX_TURNS_SUBTYPE:
         # claude 2.1.328: is_error true, rc 1, terminal_reason max_turns, no `result` text, errors ["Reached
         # maximum number of turns (N)"]; the last call's tools ran, the next call was not made.
         said = "; ".join(str(e) for e in result.get("errors") or [] if e) or "reached its maximum number of turns"
-        return Outcome("max_turns", f"claude stopped at its turn limit: {said}", text or last_text,
+        return TurnEnd("max_turns", f"claude stopped at its turn limit: {said}", text or last_text,
                        returncode=returncode, cost_usd=cost, extra=facts)
     if "SIGKILL" in sent:
-        return Outcome("killed", f"stopped by {why}", text, returncode=returncode, cost_usd=cost, extra=facts)
+        return TurnEnd("killed", f"stopped by {why}", text, returncode=returncode, cost_usd=cost, extra=facts)
     if sent and (result.get("subtype") == "error_during_execution"
                  or str(result.get("terminal_reason", "")).startswith("abort")):
-        return Outcome("interrupted", f"stopped by {why}", text or last_text, returncode=returncode,
+        return TurnEnd("interrupted", f"stopped by {why}", text or last_text, returncode=returncode,
                        cost_usd=cost, extra=facts)
     status = result.get("api_error_status")
     detail = f"API error {status}" if status else f"claude reported an error ({result.get('subtype')})"
-    return Outcome("error", detail, text, returncode=returncode, cost_usd=cost, extra=facts)
+    return TurnEnd("error", detail, text, returncode=returncode, cost_usd=cost, extra=facts)

@@ -183,7 +183,7 @@ class TurnRunner:
         log.info("session %s: turn %d %s (%s) after %.1fs, rc=%s", turn.name, turn.number, outcome.kind, outcome.detail,
                  turn.elapsed(), returncode)
 
-    def _record_end(self, turn: Turn, outcome: claude.Outcome, turn_cost: float | None, total_cost: float | None,
+    def _record_end(self, turn: Turn, outcome: claude.TurnEnd, turn_cost: float | None, total_cost: float | None,
                     work: WorkData | None) -> None:
         """The turn ends (waiters wake), then its one todo is queued and it counts as reported."""
         with self.table.cond:
@@ -198,7 +198,7 @@ class TurnRunner:
             self.table.changed_locked()
 
     @staticmethod
-    def _cost(turn: Turn, outcome: claude.Outcome) -> tuple[float | None, float | None]:
+    def _cost(turn: Turn, outcome: claude.TurnEnd) -> tuple[float | None, float | None]:
         """This turn's cost and the session's total: claude's cumulative total after it minus the one before.
         Without a result line the transcript's total counts only if it moved: a turn interrupted before claude
         recorded its spending left the earlier total there, and its own cost is unknown (never 0)."""

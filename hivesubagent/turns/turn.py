@@ -72,7 +72,7 @@ class Turn:
     sent: dict[str, str] = field(default_factory=dict)  # signal name -> why
     reap_lock: threading.Lock = field(default_factory=threading.Lock)
     exited: bool = False  # reaped: never signal its pgid again
-    outcome: claude.Outcome | None = None
+    outcome: claude.TurnEnd | None = None
     turn_cost: float | None = None
     total_cost: float | None = None
     ended_mono: float | None = None

@@ -110,7 +110,7 @@ def outcome_data(turn: Turn, result_chars: int) -> Outcome:
     }
 
 
-def outcome_extras(o: claude.Outcome, fields: tuple[str, ...]) -> OutcomeExtras:
+def outcome_extras(o: claude.TurnEnd, fields: tuple[str, ...]) -> OutcomeExtras:
     """Those of `fields` that claude's result line carried, in the order it gave them."""
     return cast(OutcomeExtras, {k: v for k, v in o.extra.items() if k in fields})
 

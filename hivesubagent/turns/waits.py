@@ -13,10 +13,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from common.humanize import one_line
-from common.protocol.call_progress import NO_PROGRESS, Cancellation, paced_wait
+from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressReporter, paced_wait
 from common.waiting import WaitSlots, WaitWindow
 from hivesubagent.answers.shapes import StopWait, WaitFacts
 from hivesubagent.turns import turn as T
@@ -43,7 +42,7 @@ class WaitOutcome:
 
 
 def wait_turns(table: TurnTable, turns: list[Turn], want_all: bool, window: WaitWindow, slots: WaitSlots,
-               progress: Any = NO_PROGRESS, cancel: Cancellation | None = None,
+               progress: ProgressReporter = NO_PROGRESS, cancel: Cancellation | None = None,
                clock: Callable[[], float] = time.monotonic) -> WaitOutcome:
     """Wait until one of `turns` (every one with `want_all`) has ended, the call is cancelled, or `window` passes."""
     start = clock()
