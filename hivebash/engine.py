@@ -21,7 +21,7 @@ from common.todos import NoTodos, Todos
 from common.waiting import WAIT_CAP_SECONDS, Doorbell, WaitSlots
 from hivebash import output_views as ov
 from hivebash.answers.answering import Answers
-from hivebash.answers.views import KillOutcome, ManyOutcome, Outcome
+from hivebash.answers.outcomes import KillOutcome, ManyOutcome, Outcome
 from hivebash.disk.records import RecordWriter
 from hivebash.disk.spares import SpareFiles
 from hivebash.disk.store import TaskStore
@@ -32,7 +32,7 @@ from hivebash.processes.reaper import OrphanReaper
 from hivebash.processes.runner import Launcher
 from hivebash.processes.workers import WorkerPool
 from hivebash.tasks.registry import TaskRegistry
-from hivebash.tasks.snapshot import TaskView
+from hivebash.tasks.snapshot import TaskSnapshot
 from hivebash.tasks.todo_rules import TodoCalls
 from hivebash.verbs import kill as kill_verb
 from hivebash.verbs import listing, recovery, retention
@@ -146,6 +146,7 @@ class Engine:
         its end), or stop a finished task's leftover processes (kill.py)."""
         return kill_verb.kill(self.rooms, task_id, force, wait_seconds)
 
-    def list(self, state: str | None = None, limit: int | None = None, offset: int = 0) -> tuple[list[TaskView], int]:
+    def list(self, state: str | None = None, limit: int | None = None,
+             offset: int = 0) -> tuple[list[TaskSnapshot], int]:
         """Tasks newest first, optionally of one state, from `offset`; (views without tails, total matching)."""
         return listing.list_tasks(self.rooms, state, limit, offset)

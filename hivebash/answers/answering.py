@@ -16,16 +16,16 @@ from common.protocol.tools import never_gone
 from common.waiting import WaitSlots, WaitWindow
 from hivebash import output_views as ov
 from hivebash.answers import inline_wait
-from hivebash.answers.views import STARTED_BYTES, STARTED_VIEW, Outcome, read_output
+from hivebash.answers.outcomes import STARTED_BYTES, STARTED_VIEW, Outcome, read_output
 from hivebash.answers.wait_progress import WaitTelling
 from hivebash.disk.store import TaskStore
 from hivebash.processes.ops import TaskProcessOps
 from hivebash.tasks.entry import TaskEntry
 from hivebash.tasks.registry import LockedTasks, TaskRegistry
-from hivebash.tasks.snapshot import TaskView
+from hivebash.tasks.snapshot import TaskSnapshot
 
 R = TypeVar("R")
-Snapshot = tuple[TaskView, TaskEntry, list, dict[str, int]]
+Snapshot = tuple[TaskSnapshot, TaskEntry, list, dict[str, int]]
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ class Answers:
                 ov.Source("stderr", self.store.file(task_id, "err"))]
 
     def view(self, task_id: str, request: ov.ViewRequest | None = None, shows: bool = False,
-             settle: Callable[[LockedTasks, str], None] | None = None, brief: bool = False) -> TaskView:
+             settle: Callable[[LockedTasks, str], None] | None = None, brief: bool = False) -> TaskSnapshot:
         """Snapshot under the lock; the output and leftover checks outside it (file and /proc reads). When
         the answer `shows` the agent the end of the output, its new_only cursor moves there. `settle` runs
         under the same lock first (run's short wait for a spawn). `brief`: run's `task started` answer, which
@@ -141,7 +141,7 @@ class Answers:
 
     def _read(self, task_id: str, snap: Snapshot,
               request: ov.ViewRequest | None, shows: bool, brief: bool = False,
-              sizes: dict[str, int] | None = None) -> TaskView:
+              sizes: dict[str, int] | None = None) -> TaskSnapshot:
         """`sizes`: the outputs' sizes at the end this answer's wait saw (no stat of them again)."""
         view, entry, leftovers, seen_to = snap
         if brief and not view.task.terminal:

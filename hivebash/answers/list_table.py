@@ -8,14 +8,14 @@ import time
 from common.humanize import human_age, one_line
 from common.protocol.tools import ToolResult
 from hivebash.answers.texts import stop_line
-from hivebash.tasks.snapshot import TaskView
+from hivebash.tasks.snapshot import TaskSnapshot
 
 LIST_TEXT_BYTES = 6 * 1024  # the table's bytes; with the notes under it the answer stays under 8 KiB
 COMMAND_CHARS = 60
 STOP_LINES = 5  # tasks marked ! (a stop sent, still running) explained under the table
 
 
-def _row(v: TaskView, now: float) -> dict:
+def _row(v: TaskSnapshot, now: float) -> dict:
     r = v.task.result
     return {"id": v.task.id, "status": v.task.state, "age_seconds": round(now - v.task.submitted_at, 1),
             "exit_code": r.exit_code if r else None, "signal": r.signal if r else None,
@@ -24,7 +24,7 @@ def _row(v: TaskView, now: float) -> dict:
             "stop": stop_line(v.task)}
 
 
-def list_result(views: list[TaskView], total: int, state: str | None, offset: int = 0) -> ToolResult:
+def list_result(views: list[TaskSnapshot], total: int, state: str | None, offset: int = 0) -> ToolResult:
     """`views`: the page asked for (from `offset` in the newest-first order of the `total` matching tasks)."""
     now = time.time()
     rows = [_row(v, now) for v in views]

@@ -1,4 +1,4 @@
-"""The text (and data) of what `run`, `status` and `kill` answer, from the snapshots of hivebash/answers/views.py.
+"""The text (and data) of what `run`, `status` and `kill` answer, from the snapshots of hivebash/answers/outcomes.py.
 
 The model's first user rules: the facts line first; `cmd` and `cwd` in the first answer about a task and in
 answers about an ended one, not in every poll; what `wait_for` found right under the facts, in every answer;
@@ -16,14 +16,14 @@ from common.notices import NO_SOCKET, Notices
 from common.protocol.tools import ToolResult
 from common.waiting import busy_advice
 from hivebash import output_views as ov
-from hivebash.answers.views import KillOutcome, ManyOutcome, Outcome
+from hivebash.answers.outcomes import KillOutcome, ManyOutcome, Outcome
 from hivebash.tasks import task as T
-from hivebash.tasks.snapshot import TaskView
+from hivebash.tasks.snapshot import TaskSnapshot
 from hivebash.tasks.task import Task
 from hivebash.tasks.todo_rules import still_alive_line, unsaved_line
 
 
-def facts_line(view: TaskView) -> str:
+def facts_line(view: TaskSnapshot) -> str:
     """The stable first line: id, status, exit code / signal, duration, resources."""
     t, r = view.task, view.task.result
     usage = r.rusage if r else None
@@ -37,7 +37,7 @@ def facts_line(view: TaskView) -> str:
         queue_position=view.queue_position or None, leftover_processes=len(view.leftovers) or None)
 
 
-def _failure_block(view: TaskView) -> str:
+def _failure_block(view: TaskSnapshot) -> str:
     if not view.failures:
         return ""
     lines = [f"{x.stream}:{x.number}: {x.text}" for x in view.failures]
@@ -58,7 +58,7 @@ def stop_line(task: Task) -> str | None:
     return f"{stop.signal} sent {ago:.1f}s ago; still running{then}"
 
 
-def about_lines(view: TaskView, first_answer: bool) -> list[str]:
+def about_lines(view: TaskSnapshot, first_answer: bool) -> list[str]:
     """What the answer says about the task under its facts line."""
     t, r = view.task, view.task.result
     lines = [f"cmd: {one_line(t.cmd, 400)}", f"cwd: {t.cwd}"] if first_answer or t.terminal else []
@@ -79,7 +79,7 @@ def about_lines(view: TaskView, first_answer: bool) -> list[str]:
     return lines
 
 
-def status_text(view: TaskView, extra_facts: str = "", matched: str = "", first_answer: bool = False) -> str:
+def status_text(view: TaskSnapshot, extra_facts: str = "", matched: str = "", first_answer: bool = False) -> str:
     lines = [facts_line(view) + extra_facts, *about_lines(view, first_answer)]
     return ("\n".join(lines) + "\n" + matched + _failure_block(view) + (view.output.text if view.output else ""))
 
@@ -157,7 +157,7 @@ def _started_text(outcome: Outcome, facts: str) -> str:
     return "\n".join(lines) + "\n" + matched_line(outcome) + out + files + input_step(task)
 
 
-def _next(view: TaskView, notices: Notices) -> str:
+def _next(view: TaskSnapshot, notices: Notices) -> str:
     if view.task.state == T.PENDING:
         return notices.say(
             "It runs once a slot frees; its completion will surface as a todo. "
@@ -184,7 +184,7 @@ def next_step(task_id: str, notices: Notices) -> str:
         f"status(id=\"{task_id}\", wait_seconds=30).\n")
 
 
-def _last_lines(view: TaskView) -> str:
+def _last_lines(view: TaskSnapshot) -> str:
     """An ended task's last few lines (status(ids)), indented under its line."""
     shown = []
     for stream, tail in (("stdout", view.stdout), ("stderr", view.stderr)):

@@ -30,7 +30,7 @@ from hivebash.tasks import task as T
 from hivebash.tasks.agent_side import AgentSide
 from hivebash.tasks.entry import TaskEntry
 from hivebash.tasks.record import record_of
-from hivebash.tasks.snapshot import TaskView
+from hivebash.tasks.snapshot import TaskSnapshot
 from hivebash.tasks.task import Stop, Task, TaskResult, check_id
 from hivebash.tasks.todo_rules import TodoCalls
 
@@ -168,14 +168,14 @@ class LockedTasks:
         """Tasks neither queued nor started: what retention counts against keep_tasks."""
         return len(self._entries) - len(self.queue) - len(self.started)
 
-    def view(self, task_id: str) -> TaskView:
+    def view(self, task_id: str) -> TaskSnapshot:
         """A snapshot of the task that now holds `task_id` (no tails: those are read outside the lock)."""
         entry = self._entries.get(task_id)
         if entry is None:  # pruned while the caller waited
             raise UnknownTask(f"id: no task {task_id!r} any more (retention pruned it)")
         return self.snapshot(entry)
 
-    def snapshot(self, entry: TaskEntry) -> TaskView:
+    def snapshot(self, entry: TaskEntry) -> TaskSnapshot:
         task = entry.task
         snap = T.shallow_copy(task)  # every field is a flat value or a result that is never changed once attached
         snap.state = task.shown_state
@@ -187,7 +187,7 @@ class LockedTasks:
         position = None
         if task.state in (T.PENDING, T.STARTING):
             position = self.queue.index(entry) + 1 if task.state == T.PENDING else 0
-        return TaskView(snap, duration, position, leftovers=[p.pid for p in entry.leftovers], unsaved=entry.unsaved)
+        return TaskSnapshot(snap, duration, position, leftovers=[p.pid for p in entry.leftovers], unsaved=entry.unsaved)
 
     def wait(self, predicate: Callable[[], bool], seconds: float) -> bool:
         """Wait (the lock is released meanwhile) until `predicate()` or `seconds` pass; the predicate. Every

@@ -1,4 +1,4 @@
-"""`TaskView`: a consistent snapshot of one task, taken under the registry's lock, with what its answer shows."""
+"""`TaskSnapshot`: a consistent snapshot of one task, taken under the registry's lock, with what its answer shows."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class TaskView:
+class TaskSnapshot:
     """A consistent snapshot of one task, taken under the lock, plus its output tails."""
 
     task: Task

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from common.notices import Notices
 from common.protocol.tools import CallContext, Tool, ToolError, ToolResult, closed_object
 from hivebash import output_views as ov
+from hivebash.answers.outcomes import ManyOutcome
 from hivebash.answers.texts import many_result, outcome_result
-from hivebash.answers.views import ManyOutcome
 from hivebash.tools.declaring import ID_SCHEMA, WAIT_FOR_SCHEMA, WAIT_SCHEMA, bound
 from hivebash.verbs.arguments import MAX_IDS
 

@@ -14,8 +14,8 @@ import time
 from common.process_seam import ProcInfo
 from common.waiting import busy_advice, cap_wait
 from hivebash.answers.answering import Waited
+from hivebash.answers.outcomes import KillOutcome
 from hivebash.answers.texts import FREE_A_SLOT
-from hivebash.answers.views import KillOutcome
 from hivebash.tasks import task as T
 from hivebash.tasks.entry import TaskEntry
 from hivebash.verbs.rooms import Rooms

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from hivebash.tasks.snapshot import TaskView
+from hivebash.tasks.snapshot import TaskSnapshot
 from hivebash.verbs.arguments import check_list
 from hivebash.verbs.rooms import Rooms
 
 
 def list_tasks(rooms: Rooms, state: str | None = None, limit: int | None = None,
-               offset: int = 0) -> tuple[list[TaskView], int]:
+               offset: int = 0) -> tuple[list[TaskSnapshot], int]:
     """(views without tails, total matching) from `offset`; `state` is one of the shown states. Leftover
     processes are checked alive outside the lock, so the list marks only live ones."""
     check_list(state, limit)

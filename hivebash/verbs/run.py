@@ -15,7 +15,7 @@ from common.protocol.after_answer import after_answer
 from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressReporter
 from common.protocol.tools import never_gone
 from hivebash.answers.inline_wait import wait_for_watches
-from hivebash.answers.views import Outcome
+from hivebash.answers.outcomes import Outcome
 from hivebash.disk.spares import Spare
 from hivebash.errors import EngineError
 from hivebash.stdin.task_input import check_stdin

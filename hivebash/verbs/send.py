@@ -25,7 +25,7 @@ from hivebash.stdin.keys import key_bytes
 from hivebash.stdin.task_input import NULL, PIPE, InputClosed, TaskInput
 from hivebash.tasks.entry import TaskEntry
 from hivebash.tasks.registry import LockedTasks, TaskRegistry
-from hivebash.tasks.snapshot import TaskView
+from hivebash.tasks.snapshot import TaskSnapshot
 from hivebash.verbs.arguments import check_wait_for, check_wait_seconds
 
 SEND_LIMIT = 64 * 1024  # bytes one send may write (text, newline and keys)
@@ -49,7 +49,7 @@ class SendRequest:
 
 @dataclass
 class SendOutcome:
-    view: TaskView
+    view: TaskSnapshot
     asked: int  # bytes the call wanted written
     accepted: int  # bytes the input took
     eof: bool  # the input was ended (a pipe closed, a terminal sent ctrl-d)

@@ -10,7 +10,7 @@ from common.protocol.tools import never_gone
 from common.waiting import cap_wait
 from hivebash import output_views as ov
 from hivebash.answers.inline_wait import wait_for_watches
-from hivebash.answers.views import ManyOutcome, Outcome
+from hivebash.answers.outcomes import ManyOutcome, Outcome
 from hivebash.tasks import task as T
 from hivebash.verbs.arguments import check_ids, check_wait_for, check_wait_seconds
 from hivebash.verbs.rooms import Rooms

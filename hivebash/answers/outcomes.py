@@ -14,14 +14,14 @@ from common.waiting import WaitWindow
 from hivebash import output_views as ov
 from hivebash.disk.store import Tail, TaskStore
 from hivebash.tasks import task as T
-from hivebash.tasks.snapshot import TaskView
+from hivebash.tasks.snapshot import TaskSnapshot
 
 STARTED_LINES = 10  # lines of each stream a `task started` answer shows
 STARTED_BYTES = 1500
 STARTED_VIEW = ov.ViewRequest(tail_lines=STARTED_LINES)
 
 
-def read_output(view: TaskView, store: TaskStore, request: ov.ViewRequest | None = None,
+def read_output(view: TaskSnapshot, store: TaskStore, request: ov.ViewRequest | None = None,
                 seen_to: dict[str, int] | None = None, tail_bytes: int | None = None,
                 sizes: dict[str, int] | None = None) -> None:
     """Attach the output the answer shows (outside the engine's lock: these are file reads): the tails, or
@@ -66,7 +66,7 @@ TTY_STDERR = "--- stderr: none apart (stdin=tty: the terminal's output, stderr i
 class Outcome:
     """What `run` or `status` answers: the view, and how the inline wait went."""
 
-    view: TaskView
+    view: TaskSnapshot
     window: WaitWindow
     waited: float
     wait_skipped: bool = False  # every wait slot was taken: answered at once
@@ -84,7 +84,7 @@ class Outcome:
 class ManyOutcome:
     """What `status(ids=[...])` answers: each task's snapshot, and how the wait went."""
 
-    views: list[TaskView]
+    views: list[TaskSnapshot]
     first: Outcome  # the wait (window, waited, match) and the first task's view
     ended_before: set[str] = field(default_factory=set)  # ids already ended when the call came (they end no wait)
     every: bool = False  # all=true: the wait was for every task to end
@@ -92,7 +92,7 @@ class ManyOutcome:
 
 @dataclass
 class KillOutcome:
-    view: TaskView
+    view: TaskSnapshot
     action: str  # "cancelled", "signalled", "leftovers", "nothing"
     message: str
     wait_skipped: bool = False  # every wait slot was taken: answered without its short wait
