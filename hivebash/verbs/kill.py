@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 
 from common.process_seam import ProcInfo
 from common.waiting import busy_advice, cap_wait
@@ -26,39 +27,51 @@ KILL_WAIT_SECONDS = 2.0  # how long a kill waits for the end by default
 
 def kill(rooms: Rooms, task_id: str, force: bool, wait_seconds: float | None = None) -> KillOutcome:
     window = cap_wait(wait_seconds, default=KILL_WAIT_SECONDS, cap=rooms.wait_cap)
-    action, message = _kill(rooms, task_id, force)
+    action, said = _kill(rooms, task_id, force)
     waited = Waited()
     if action == "signalled" and window.seconds > 0:  # past the wait bound: answer at once, as every wait does
         with rooms.registry.locked() as tasks:
             entry = tasks.get(task_id)
         waited = rooms.answers.wait([entry], window, lambda tasks, seen: seen)
     view = rooms.answers.view(task_id)
+    message = said.text
     if action == "signalled" and window.seconds > 0:
-        message = _after_wait(view.task, force, waited.seconds, message, not waited.skipped)
+        message = _after_wait(view.task, force, waited.seconds, said, not waited.skipped)
     return KillOutcome(view, action, message, wait_skipped=waited.skipped)
 
 
-def _after_wait(task: T.Task, force: bool, waited: float, message: str, slot: bool = True) -> str:
+@dataclass(frozen=True)
+class _Said:
+    """A kill's answer before its wait: what was done, then what to do next (which the wait's own advice replaces)."""
+
+    done: str
+    then: str = ""
+
+    @property
+    def text(self) -> str:
+        return self.done + self.then
+
+
+def _after_wait(task: T.Task, force: bool, waited: float, said: _Said, slot: bool = True) -> str:
     """What the kill's short wait saw: the end, or what survived it and the next call; without a wait slot,
     that it did not wait (a task still running then has not been seen to ignore anything)."""
-    sent = message.split("; if it does not exit")[0].split("; status(id=")[0]
     if task.terminal:
         code = task.result.exit_code if task.result else None
-        return f"{sent}; it ended within {waited:.2f}s: status={task.state}" + (
+        return f"{said.done}; it ended within {waited:.2f}s: status={task.state}" + (
             f" exit_code={code}" if code is not None else "")
     if not slot:
-        return (f"{sent}; not waited for its end: "
+        return (f"{said.done}; not waited for its end: "
                 + busy_advice(FREE_A_SLOT, f'status(id="{task.id}", wait_seconds=5) shows its end')
                 + ("" if force else f'; if it does not end, kill(id="{task.id}", force=true) sends SIGKILL'))
     sig = "SIGKILL" if force else "SIGINT"
     if force:
-        return f"{message}; still running {waited:.2f}s after {sig}: status(id=\"{task.id}\", wait_seconds=5)"
+        return f"{said.text}; still running {waited:.2f}s after {sig}: status(id=\"{task.id}\", wait_seconds=5)"
     return (f"sent {sig} to the process group of task {task.id}; still running {waited:.2f}s later (it ignores or "
             f"handles SIGINT): kill(id=\"{task.id}\", force=true) sends SIGKILL")
 
 
-def _kill(rooms: Rooms, task_id: str, force: bool) -> tuple[str, str]:
-    """(action, message): action is "cancelled", "signalled", "leftovers" or "nothing"."""
+def _kill(rooms: Rooms, task_id: str, force: bool) -> tuple[str, _Said]:
+    """(action, answer): action is "cancelled", "signalled", "leftovers" or "nothing"."""
     sig = "SIGKILL" if force else "SIGINT"
     with rooms.registry.locked() as tasks:
         entry = tasks.get(task_id)
@@ -74,14 +87,14 @@ def _kill(rooms: Rooms, task_id: str, force: bool) -> tuple[str, str]:
             candidates = _leftover_candidates(entry)
     if ended is not None:
         rooms.lifecycle.record_ends([ended])
-        return "cancelled", f"task {task_id} was pending: cancelled before it started"
+        return "cancelled", _Said(f"task {task_id} was pending: cancelled before it started")
     if state != T.EXITED:  # (exited: the leader stands for the group its worker is searching)
         candidates = [p for p in candidates if rooms.ops.is_alive(p)]
     if not candidates:
-        return "nothing", f"task {task_id} has already ended ({shown}); nothing to stop"
+        return "nothing", _Said(f"task {task_id} has already ended ({shown}); nothing to stop")
     threading.Thread(target=_stop_leftovers, args=(rooms, marker, force), daemon=True).start()
-    return "leftovers", (f"task {task_id} has already ended ({shown}); stopping its leftover processes "
-                         f"(pids {' '.join(str(p.pid) for p in candidates)})")
+    return "leftovers", _Said(f"task {task_id} has already ended ({shown}); stopping its leftover processes "
+                              f"(pids {' '.join(str(p.pid) for p in candidates)})")
 
 
 def _stop_leftovers(rooms: Rooms, marker: str, force: bool) -> None:
@@ -91,13 +104,13 @@ def _stop_leftovers(rooms: Rooms, marker: str, force: bool) -> None:
     rooms.wake.ring()
 
 
-def _signalled_message(task_id: str, sig: str, shell_exited: bool, force: bool) -> str:
+def _signalled_message(task_id: str, sig: str, shell_exited: bool, force: bool) -> _Said:
     if shell_exited:
-        message = f"task {task_id} is ending; {sig} goes to the processes it left behind"
+        done, then = f"task {task_id} is ending; {sig} goes to the processes it left behind", ""
     else:
-        message = (f"sent {sig} to the process group of task {task_id}; "
-                   f"status(id=\"{task_id}\", wait_seconds=5) shows its end")
-    return message if force else message + "; if it does not exit, call kill again with force=true"
+        done = f"sent {sig} to the process group of task {task_id}"
+        then = f"; status(id=\"{task_id}\", wait_seconds=5) shows its end"
+    return _Said(done, then if force else then + "; if it does not exit, call kill again with force=true")
 
 
 def _leftover_candidates(entry: TaskEntry) -> list[ProcInfo]:
