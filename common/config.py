@@ -128,6 +128,9 @@ class ServerSettings:
                                      param_hint="--first-request-timeout")
 
 
+MIN_OUTPUT_LIMIT = 1 << 20  # bytes: the smallest --max-output-bytes
+
+
 @dataclass(frozen=True)
 class BashSettings(ServerSettings):
     port: int = knob(7711, "port", "TCP port for the bash MCP server (URL http://HOST:PORT/mcp).")
@@ -140,6 +143,12 @@ class BashSettings(ServerSettings):
     )
     tail_bytes: int = knob(4096, "bytes", "How much of the end of stdout and of stderr a status shows.")
     keep_tasks: int = knob(1000, "count", "Finished tasks kept (with their files); older ones are pruned first.")
+    max_output_bytes: int = knob(
+        1 << 30, "bytes", "Most bytes on disk of one task's stdout (and as many of its stderr). Past it the first "
+        "bytes (an eighth, at most 64 MiB) and the newest are kept and the middle is freed while the task runs on; "
+        "views say what was dropped. Where the filesystem cannot free a range, the task is stopped (killed). 0: no "
+        "limit."
+    )
     keep_days: float = knob(7.0, "days", "Finished tasks older than this are pruned, files included.")
     fsync: str = knob(
         "batched", "mode", "When task records reach the disk. batched: in one background flush every --fsync-window "
@@ -161,6 +170,9 @@ class BashSettings(ServerSettings):
                                      param_hint="--max-running")
         if self.kill_grace < 0:
             raise click.BadParameter("must be >= 0 seconds", param_hint="--kill-grace")
+        if 0 < self.max_output_bytes < MIN_OUTPUT_LIMIT:
+            raise click.BadParameter("must be 0 (no limit) or at least 1 MiB (1048576): below it the kept head "
+                                     "and tail would be a few lines", param_hint="--max-output-bytes")
         if self.keep_tasks < 1:
             raise click.BadParameter("must be at least 1, or a task is pruned before its result can be read",
                                      param_hint="--keep-tasks")

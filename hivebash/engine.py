@@ -107,8 +107,10 @@ class Engine:
         self.housekeeper.start()
 
     def shutdown(self, timeout: float = 10.0) -> None:
-        """Stop everything this daemon started (shutdown.py), then its spares, flusher and housekeeper."""
+        """Stop everything this daemon started (shutdown.py), then its output guard, spares, flusher and
+        housekeeper."""
         shutdown_verb.shut_down(self.rooms, timeout)
+        self.rooms.lifecycle.guard.close()
         self.todo_calls.flush()
         self.spares.close()
         self.store.flusher.close()

@@ -65,3 +65,17 @@ def mount_small_disk(where: Path, size: int) -> SmallDisk:
 
 def unmount(disk: SmallDisk) -> None:
     subprocess.run(["umount", "-l", str(disk.root)], capture_output=True)
+
+
+def mount_ramfs(where: Path) -> Path:
+    """A ramfs at `where`: a real filesystem that cannot punch holes (it has no fallocate at all: EOPNOTSUPP),
+    as vfat, older NFS and some FUSE filesystems cannot. It has no size limit either: a test on it must bound
+    what it writes itself."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a ramfs needs root")
+    where.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "ramfs", "-o", "mode=0700", "ramfs", str(where)], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a ramfs here ({done.stderr.strip() or done.returncode}): needs CAP_SYS_ADMIN")
+    return where

@@ -11,6 +11,8 @@ only once it is whole, so a reader finds the old file or the new one, never a to
 size does not change, so an empty temp file stays empty). A later write into that room needs no new blocks,
 so it succeeds on a disk that has filled up meanwhile: that is how a task's end is recorded after its own
 output filled the disk (hivebash/disk/store.py), and how the outbox keeps lines while the disk is full.
+`punch_hole` is the reverse: it frees the blocks of a range, keeping the size and every offset (how a task's
+output past --max-output-bytes loses its middle: hivebash/disk/output_limit.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from common.disk.safe_files import create_fresh
 log = logging.getLogger(__name__)
 
 _KEEP_SIZE = 0x01  # FALLOC_FL_KEEP_SIZE (linux/falloc.h)
+_PUNCH_HOLE = 0x02  # FALLOC_FL_PUNCH_HOLE: goes with KEEP_SIZE
 _libc = ctypes.CDLL(None, use_errno=True)  # a CDLL call releases the GIL while it runs
 _fallocate = _libc.fallocate
 _fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
@@ -84,6 +87,15 @@ def reserve(fd: int, size: int) -> None:
     """Allocate disk blocks for the first `size` bytes of the file, keeping its size; raises OSError: ENOSPC
     when the disk has no room for them, EOPNOTSUPP where the file system cannot (then nothing is kept)."""
     if _fallocate(fd, _KEEP_SIZE, 0, size) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+def punch_hole(fd: int, offset: int, length: int) -> None:
+    """Free the blocks of [offset, offset+length) of the file open for writing as `fd`: they read back as NUL
+    bytes; the size stays (ext4, xfs, btrfs, tmpfs). Raises OSError: EOPNOTSUPP where the file system cannot
+    (ramfs, vfat, NFS before 4.2)."""
+    if _fallocate(fd, _PUNCH_HOLE | _KEEP_SIZE, offset, length) != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
 

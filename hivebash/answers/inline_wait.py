@@ -27,15 +27,17 @@ def watches_for(entries: list[TaskEntry], paths: Callable[[str], list[ov.Source]
                 from_start: bool) -> list[tuple[str, ov.Watch]]:
     """A Watch of each stream of each task: from the files' start (a task `run` just created), or from where
     the agent was shown each stream up to (its new_only cursor): a line printed before the call, but never
-    shown, counts."""
-    return [(e.id, ov.watch(src, pattern, start=0 if from_start else dict(e.seen_to).get(src.stream, 0)))
+    shown, counts. Each follows its file's dropped middle as it grows (Task.dropped)."""
+    return [(e.id, ov.watch(src, pattern, start=0 if from_start else dict(e.seen_to).get(src.stream, 0),
+                            gap_of=_gap_of(e, src.stream)))
             for e in entries for src in paths(e.id)]
 
 
 def prompt_watches(entry: TaskEntry, sources: list[ov.Source], pattern: str,
                    from_start: bool) -> list[tuple[str, ov.Watch]]:
     """`wait_for` over a task that takes input: its prompts count (run's wait on a new tty or pipe task)."""
-    return [(entry.id, ov.PromptWatch(src, pattern, 0 if from_start else ov.file_size(src.path))) for src in sources]
+    return [(entry.id, ov.PromptWatch(src, pattern, 0 if from_start else ov.file_size(src.path),
+                                      _gap_of(entry, src.stream))) for src in sources]
 
 
 def output_sources(sources: Callable[[str], list[ov.Source]], entry: TaskEntry) -> list[ov.Source]:
@@ -54,6 +56,11 @@ def wait_for_watches(sources: Callable[[str], list[ov.Source]], entries: list[Ta
         if e.task.stdin != NULL:
             watches += prompt_watches(e, output_sources(sources, e), pattern, from_start)
     return watches
+
+
+def _gap_of(entry: TaskEntry, stream: str) -> Callable[[], ov.Gap | None]:
+    task = entry.task  # its `dropped` is replaced whole at each change: read without the lock
+    return lambda: ov.Gap.of(task.dropped, stream)
 
 
 def wait_ended(tasks: LockedTasks, entries: list[TaskEntry], seconds: float, cancel: Cancellation | None = None,

@@ -32,7 +32,9 @@ def read_output(view: TaskSnapshot, store: TaskStore, request: ov.ViewRequest | 
     wanted = request.streams() if request else ov.STREAMS
     on_tty = view.task.stdin == "tty" and "stderr" in wanted  # stderr went to the terminal: all is in .out
     known = sizes or {}
-    sources = [ov.Source(s, paths[s], known.get(s)) for s in wanted if not (on_tty and s == "stderr")]
+    dropped = view.task.dropped
+    sources = [ov.Source(s, paths[s], known.get(s), ov.Gap.of(dropped, s)) for s in wanted
+               if not (on_tty and s == "stderr")]
     if view.task.state == T.PENDING:
         # Nothing has written to a pending task's files (prepare made them empty; no process yet): no reads.
         # Under load each file syscall of a request thread waits for the GIL again when it returns.
@@ -53,7 +55,7 @@ def read_output(view: TaskSnapshot, store: TaskStore, request: ov.ViewRequest | 
         if got is None:  # not part of this view: its size and path only
             tail = Tail(paths[stream], "", ov.file_size(paths[stream]), 0, ov.file_size(paths[stream]))
         else:
-            shown_bytes = got["size"] - got["from_byte"] - got["elided_bytes"]
+            shown_bytes = got["shown_bytes"]
             tail = Tail(got["path"], got["text"], got["size"], shown_bytes, got["size"] - shown_bytes)
         setattr(view, stream, tail)
 

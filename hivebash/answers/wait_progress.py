@@ -56,31 +56,31 @@ class _Stream:
         """Count the newlines appended since the last count (up to COUNT_BUDGET); True when caught up."""
         if self.size < self.counted_to:  # truncated: count again from the start
             self.counted_to = self.lines = 0
-        fd = open_output(self.source.path)
-        if fd is None:
+        f = open_output(self.source)
+        if f is None:
             return self.counted_to >= self.size
         view, pos, stop = memoryview(buf), self.counted_to, min(self.size, self.counted_to + COUNT_BUDGET)
         try:
             while pos < stop:
-                n = os.preadv(fd, [view[: min(len(buf), stop - pos)]], pos)
+                n = os.preadv(f.fd, [view[: min(len(buf), stop - pos)]], pos)
                 if n <= 0:
                     break
                 self.lines += buf.count(b"\n", 0, n)
                 pos += n
         finally:
-            os.close(fd)
+            f.close()
         self.counted_to = pos
         return self.counted_to >= self.size
 
     def last_line(self) -> str:
-        fd = open_output(self.source.path)
-        if fd is None:
+        f = open_output(self.source)
+        if f is None:
             return ""
         try:
             start = max(0, self.size - LAST_LINE_BYTES)
-            raw = os.pread(fd, self.size - start, start)
+            raw = os.pread(f.fd, self.size - start, start)  # (the newest bytes: never in a dropped middle)
         finally:
-            os.close(fd)
+            f.close()
         lines = [line for line in readable(raw).split("\n") if line.strip()]
         return lines[-1] if lines else ""
 

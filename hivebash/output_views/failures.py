@@ -5,8 +5,6 @@ anyway); the last FAILURE_LINES matches are kept."""
 
 from __future__ import annotations
 
-import os
-
 from hivebash.output_views.grep_view import compile_pattern, scan
 from hivebash.output_views.line_index import number_hits
 from hivebash.output_views.reading import Line, Source, open_output, read_buffer, read_line_at, shown_text
@@ -26,17 +24,18 @@ def failure_lines(sources: list[Source], above: dict[str, int]) -> list[Line]:
         stop = above.get(src.stream, 0)
         if stop <= 0:
             continue
-        fd = open_output(src.path)
-        if fd is None:
+        f = open_output(src)
+        if f is None:
             continue
         try:
             buf = buf or read_buffer(sources)
-            hits, _, _ = scan(fd, src.stream, _REGEXES, 0, _KEEP, buf, stop, count=False)
+            hits, _, _ = scan(f, src.stream, _REGEXES, 0, _KEEP, buf, stop, count=False)
             hits = hits[-FAILURE_LINES:]
-            number_hits(fd, hits, buf)
+            number_hits(f, hits, buf)
             for h in hits:
-                raw, nxt = read_line_at(fd, h.offset)
-                found.append(Line(src.stream, h.number, shown_text(raw, nxt - h.offset)))
+                raw, nxt = read_line_at(f, h.offset)
+                text = shown_text(raw, nxt - h.offset)
+                found.append(Line(src.stream, h.number, text, from_gap=f.after_gap(h.number)))
         finally:
-            os.close(fd)
+            f.close()
     return found[-FAILURE_LINES:]

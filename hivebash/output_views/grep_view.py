@@ -8,18 +8,19 @@ pieces (a match across the cut is missed).
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from hivebash.output_views.kept import gap_note
 from hivebash.output_views.line_index import number_hits
 from hivebash.output_views.reading import (
     CONTEXT_MAX,
     GREP_SECONDS,
     VIEW_BUDGET,
     Line,
+    OutputFile,
     Source,
     View,
     ViewError,
@@ -59,7 +60,7 @@ def compile_pattern(pattern: object) -> tuple[re.Pattern[Any], re.Pattern[Any]]:
     return regex, candidates
 
 
-def scan(fd: int, stream: str, regexes: tuple[re.Pattern, re.Pattern], start: int, keep: int, buf: bytearray,
+def scan(f: OutputFile, stream: str, regexes: tuple[re.Pattern, re.Pattern], start: int, keep: int, buf: bytearray,
           stop: int | None = None, count: bool = True):
     """Matching lines of one file from byte `start`: the first `keep` as hits (numbered afterwards, by
     `number_hits`: counting lines is as costly as searching, so it stops at the last hit kept), the total
@@ -76,7 +77,7 @@ def scan(fd: int, stream: str, regexes: tuple[re.Pattern, re.Pattern], start: in
     as_text = isinstance(regex.pattern, str)
     newline: Any = "\n" if as_text else b"\n"  # str or bytes, as the pattern and the haystack are
     deadline = time.monotonic() + GREP_SECONDS
-    for block, end, base in blocks(fd, start, buf, stop):
+    for block, end, base in blocks(f, start, buf, stop):
         if time.monotonic() > deadline:
             return hits, total, base
         hay: Any = bytes(block[:end]).decode("utf-8", "surrogateescape") if as_text else block
@@ -120,19 +121,20 @@ def grep(sources: list[Source], pattern: str, context: int = 0, starts: dict[str
     parts, data_streams, read_to = [], {}, {}
     used = 0
     for src in sources:
-        fd = open_output(src.path)
-        if fd is None:
+        f = open_output(src)
+        if f is None:
             data_streams[src.stream] = {"matches": 0, "shown": 0, "lines": []}
             continue
         try:
-            start = (starts or {}).get(src.stream, 0)
-            hits, total, stopped = scan(fd, src.stream, regex, start, keep, buf)
-            number_hits(fd, hits, buf)
-            groups = _with_context(fd, hits, context)
+            start = f.logical((starts or {}).get(src.stream, 0))
+            hits, total, stopped = scan(f, src.stream, regex, start, keep, buf)
+            number_hits(f, hits, buf)
+            groups = _with_context(f, hits, context)
             lines, shown_lines = _fit(groups, budget - used - 200, src.stream, context)
-            read_to[src.stream] = os.fstat(fd).st_size
+            read_to[src.stream] = f.stamp().st_size
+            gap = gap_note(f)
         finally:
-            os.close(fd)
+            f.close()
         body = "\n".join(lines)
         used += len(body.encode()) + 1
         shown = sum(1 for x in shown_lines if x.match)
@@ -141,14 +143,15 @@ def grep(sources: list[Source], pattern: str, context: int = 0, starts: dict[str
         if more:
             head += f", first {shown} shown ({more} more: narrow the regex, or read around a line with from_line)"
         if stopped:
-            head += f"; counting stopped after {GREP_SECONDS:g}s at byte {stopped} of {read_to[src.stream]}"
+            head += f"; counting stopped after {GREP_SECONDS:g}s at byte {f.physical(stopped)} of {read_to[src.stream]}"
+        head += gap
         parts.append(head + " ---" + ("\n" + body if body else ""))
         data_streams[src.stream] = {"matches": total, "shown": shown, "counted_to_byte": stopped or None,
                                     "lines": [vars(x) for x in shown_lines]}
     return View("\n".join(parts) + "\n", {"grep": pattern, "context": context, "streams": data_streams}, read_to)
 
 
-def _with_context(fd: int, hits: list[Hit], context: int) -> list[list[Line]]:
+def _with_context(f: OutputFile, hits: list[Hit], context: int) -> list[list[Line]]:
     """Groups of lines: each hit with `context` lines before and after, overlapping groups merged."""
     groups: list[list[Line]] = []
     hit_numbers = {h.number for h in hits}
@@ -156,12 +159,12 @@ def _with_context(fd: int, hits: list[Hit], context: int) -> list[list[Line]]:
     for h in hits:
         if h.number <= last_shown:
             continue
-        offset, back = line_start_before(fd, h.offset, context)
+        offset, back = line_start_before(f, h.offset, context)
         number = h.number - back
         if number <= last_shown:  # overlaps the previous group: continue it
             skip = last_shown - number + 1
             for _ in range(skip):
-                _, offset = read_line_at(fd, offset)
+                _, offset = read_line_at(f, offset)
             number = last_shown + 1
             group = groups[-1]
         else:
@@ -169,12 +172,13 @@ def _with_context(fd: int, hits: list[Hit], context: int) -> list[list[Line]]:
             groups.append(group)
         stop = h.number + context
         while number <= stop:
-            raw, nxt = read_line_at(fd, offset)
+            raw, nxt = read_line_at(f, offset)
             if nxt == offset:
                 break
             if number > h.number and number in hit_numbers:
                 stop = number + context  # a later hit inside the context extends the group
-            group.append(Line(h.stream, number, shown_text(raw, nxt - offset), number in hit_numbers))
+            group.append(Line(h.stream, number, shown_text(raw, nxt - offset), number in hit_numbers,
+                              f.after_gap(number)))
             offset, number = nxt, number + 1
         last_shown = number - 1
     return groups
@@ -185,7 +189,7 @@ def _fit(groups: list[list[Line]], budget: int, stream: str, context: int) -> tu
     while they fit in `budget` bytes; returns the rendered lines and the lines they show."""
     rendered_all, shown, used = [], [], 0
     for i, group in enumerate(groups):
-        rendered = (["--"] if i and context else []) + [f"{stream}:{x.number}{':' if x.match else '-'} {x.text}"
+        rendered = (["--"] if i and context else []) + [f"{stream}:{x.label}{':' if x.match else '-'} {x.text}"
                                                         for x in group]
         size = sum(len(r.encode()) + 1 for r in rendered)
         if used + size > budget:

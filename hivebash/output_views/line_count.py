@@ -15,20 +15,22 @@ import threading
 import time
 from collections import OrderedDict
 
+from hivebash.output_views.kept import OutputFile
+
 COUNT_SECONDS = 2.0  # at most this long counting lines in one call (the rest is counted by the next)
 BACK_LIMIT = 16 << 20  # bytes counted back from the kept point, rather than forward from an earlier one
 CHUNK = 1 << 20
 
-_known: OrderedDict[tuple[int, int], tuple[int, int]] = OrderedDict()  # (dev, ino) -> (offset, newlines before)
+_known: OrderedDict[tuple[int, ...], tuple[int, int]] = OrderedDict()  # OutputFile.key -> (offset, newlines before)
 _lock = threading.Lock()
 KEEP = 4096  # files (a task has two)
 
 
-def _count(fd: int, start: int, stop: int, deadline: float) -> tuple[int, int]:
+def _count(f: OutputFile, start: int, stop: int, deadline: float) -> tuple[int, int]:
     """Newlines in [start, stop): (count, where counting stopped)."""
     count, pos = 0, start
     while pos < stop:
-        chunk = os.pread(fd, min(CHUNK, stop - pos), pos)
+        chunk = f.pread(min(CHUNK, stop - pos), pos)
         if not chunk:
             break
         count += chunk.count(b"\n")
@@ -38,30 +40,30 @@ def _count(fd: int, start: int, stop: int, deadline: float) -> tuple[int, int]:
     return count, pos
 
 
-def newlines_before(fd: int, offset: int, st: os.stat_result | None = None) -> int | None:
-    """Newlines in the file before byte `offset`, or None when counting them would take too long this call.
-    `st`: the file's fstat, when the caller has it (one syscall fewer)."""
-    st = st or os.fstat(fd)
-    key = (st.st_dev, st.st_ino)
+def newlines_before(f: OutputFile, offset: int, st: os.stat_result | None = None) -> int | None:
+    """Newlines in the kept text before byte `offset`, or None when counting them would take too long this
+    call. `st`: the file's fstat, when the caller has it (one syscall fewer)."""
+    st = st or f.stamp()
+    key = f.key(st)
     with _lock:
         known = _known.get(key)
-    if known is not None and known[0] > st.st_size:  # truncated since: what is there now is all new
+    if known is not None and known[0] > f.size(st):  # truncated since: what is there now is all new
         known = None
         with _lock:
             _known.pop(key, None)
     point, before = known or (0, 0)
     deadline = time.monotonic() + COUNT_SECONDS
     if point > offset and point - offset <= BACK_LIMIT:
-        between, _ = _count(fd, offset, point, float("inf"))
+        between, _ = _count(f, offset, point, float("inf"))
         return before - between
     if point > offset:
         point, before = 0, 0
-    counted, reached = _count(fd, point, offset, deadline)
+    counted, reached = _count(f, point, offset, deadline)
     _remember(key, reached, before + counted)
     return before + counted if reached >= offset else None
 
 
-def _remember(key: tuple[int, int], offset: int, newlines: int) -> None:
+def _remember(key: tuple[int, ...], offset: int, newlines: int) -> None:
     with _lock:
         known = _known.get(key)
         if known is None or offset > known[0]:
@@ -71,10 +73,9 @@ def _remember(key: tuple[int, int], offset: int, newlines: int) -> None:
                 _known.popitem(last=False)
 
 
-def remember(fd: int, offset: int, newlines: int, st: os.stat_result | None = None) -> None:
+def remember(f: OutputFile, offset: int, newlines: int, st: os.stat_result | None = None) -> None:
     """Keep a count a view made itself (its tail ends at the file's end): the next call starts from there."""
-    st = st or os.fstat(fd)
-    _remember((st.st_dev, st.st_ino), offset, newlines)
+    _remember(f.key(st), offset, newlines)
 
 
 def line_total(newlines: int, size: int, ends_with_newline: bool) -> int:

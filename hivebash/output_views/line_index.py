@@ -4,9 +4,10 @@ the numbers of grep's hits, and the byte offset of a line for a window."""
 from __future__ import annotations
 
 import bisect
-import os
 import threading
 from collections import OrderedDict
+
+from hivebash.output_views.kept import OutputFile
 
 
 class LineIndex:
@@ -15,17 +16,17 @@ class LineIndex:
     from the nearest one instead of from the start (counting lines is half the cost of a grep). Kept per
     file while its size and mtime stay the same (a task's output that is still written gets none)."""
 
-    _cache: OrderedDict[tuple[int, int], LineIndex] = OrderedDict()
+    _cache: OrderedDict[tuple[int, ...], LineIndex] = OrderedDict()
     _lock = threading.Lock()
     KEEP = 64  # files
 
-    def __init__(self, key: tuple[int, int], stamp: tuple[int, int], points: list[tuple[int, int]]):
+    def __init__(self, key: tuple[int, ...], stamp: tuple[int, int], points: list[tuple[int, int]]):
         self.key, self.stamp, self.points = key, stamp, points
 
     @classmethod
-    def of(cls, fd: int) -> LineIndex:
-        st = os.fstat(fd)
-        key, stamp = (st.st_dev, st.st_ino), (st.st_size, st.st_mtime_ns)
+    def of(cls, f: OutputFile) -> LineIndex:
+        st = f.stamp()
+        key, stamp = f.key(st), (st.st_size, st.st_mtime_ns)
         with cls._lock:
             known = cls._cache.get(key)
             points = list(known.points) if known is not None and known.stamp == stamp else [(0, 0)]
@@ -45,14 +46,14 @@ class LineIndex:
         i = bisect.bisect_right(self.points, limit, key=(lambda p: p[1] + 1) if by_lines else (lambda p: p[0])) - 1
         return self.points[max(0, i)]
 
-    def advance(self, fd: int, pos: int, before: int, target: int, buf: bytearray) -> tuple[int, int]:
+    def advance(self, f: OutputFile, pos: int, before: int, target: int, buf: bytearray) -> tuple[int, int]:
         """From `pos` (with `before` newlines before it) to `target`: (target, newlines before it)."""
         point = self.nearest(target)
         if point[0] > pos:
             pos, before = point
         view = memoryview(buf)
         while pos < target:
-            n = os.preadv(fd, [view[: min(len(buf), target - pos)]], pos)
+            n = f.preadv(view[: min(len(buf), target - pos)], pos)
             if n <= 0:
                 break
             before += buf.count(b"\n", 0, n)
@@ -68,27 +69,27 @@ class LineIndex:
             bisect.insort(self.points, (offset, before))
 
 
-def number_hits(fd: int, hits: list, buf: bytearray) -> None:
+def number_hits(f: OutputFile, hits: list, buf: bytearray) -> None:
     """Give each hit (in file order) its line number: newlines before it, plus one."""
-    index = LineIndex.of(fd)
+    index = LineIndex.of(f)
     pos, before = 0, 0
     for h in hits:
-        pos, before = index.advance(fd, pos, before, h.offset, buf)
+        pos, before = index.advance(f, pos, before, h.offset, buf)
         h.number = before + 1
     index.save()
 
 
-def offset_of_line(fd: int, line: int, buf: bytearray) -> int | None:
+def offset_of_line(f: OutputFile, line: int, buf: bytearray) -> int | None:
     """Byte offset where line `line` (1-based) starts, or None if the file has fewer lines."""
     if line == 1:
         return 0
-    index = LineIndex.of(fd)
+    index = LineIndex.of(f)
     offset, passed = index.nearest(line - 1, by_lines=True)
     need = line - 1 - passed  # newlines still to pass
     view = memoryview(buf)
     try:
         while True:
-            n = os.preadv(fd, [view], offset)
+            n = f.preadv(view, offset)
             if n <= 0:
                 return None
             count = buf.count(b"\n", 0, n)
@@ -111,6 +112,6 @@ def offset_of_line(fd: int, line: int, buf: bytearray) -> int | None:
             for _ in range(need):
                 pos = buf.find(b"\n", pos + 1, hi)
             start = offset + pos + 1
-            return start if start < offset + n or os.fstat(fd).st_size > start else None
+            return start if start < offset + n or f.size() > start else None
     finally:
         index.save()

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 
 from common.protocol.tools import Refusal
+from hivebash.output_views.kept import Gap, OutputFile, open_kept
 from hivebash.output_views.terminal_text import readable
 
 BLOCK = 8 << 20  # bytes read per system call by the scans
@@ -28,6 +29,7 @@ class Source:
     stream: str
     path: str
     size: int | None = None  # its size when the caller knows it already (taken at the task's end): no stat
+    gap: Gap | None = None  # its dropped middle (kept.py), from the task's record
 
 
 @dataclass
@@ -36,6 +38,12 @@ class Line:
     number: int
     text: str  # cleaned and cut to LINE_CAP
     match: bool = True
+    from_gap: bool = False  # after a dropped middle: `number` is counted from the gap (kept.py)
+
+    @property
+    def label(self) -> str:
+        """The number as answers show it: `~N` when counted from the gap."""
+        return f"~{self.number}" if self.from_gap else str(self.number)
 
 
 @dataclass
@@ -55,23 +63,21 @@ def file_size(path: str) -> int:
         return 0
 
 
-def open_output(path: str) -> int | None:
-    """The output file open for reading; None when it is missing, or when something else was planted there
-    (a link: ELOOP; a FIFO: not waited on): its text must never reach the model (the task's note says why)."""
-    try:
-        return os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
+def open_output(src: Source) -> OutputFile | None:
+    """The output file open for reading, its dropped middle shown as one line (kept.py); None when it is
+    missing, or when something else was planted there (a link: ELOOP; a FIFO: not waited on): its text must
+    never reach the model (the task's note says why)."""
+    return open_kept(src.path, src.gap)
 
 
-def blocks(fd: int, start: int, buf: bytearray, stop: int | None = None):
+def blocks(f: OutputFile, start: int, buf: bytearray, stop: int | None = None):
     """(block, length, offset): blocks of whole lines from `start` to `stop` (default: the end of the file;
     the last piece may end without `\\n`; a line longer than the block comes in pieces). `block` is reused:
     use it before the next one is read."""
     view = memoryview(buf)
     offset = start
     while stop is None or offset < stop:
-        n = os.preadv(fd, [view if stop is None else view[: min(len(buf), stop - offset)]], offset)
+        n = f.preadv(view if stop is None else view[: min(len(buf), stop - offset)], offset)
         if n <= 0:
             return
         end = n if n < len(buf) else (buf.rfind(b"\n", 0, n) + 1 or n)  # short: the end of the file or range
@@ -91,22 +97,22 @@ def shown_text(raw: bytes, span: int | None = None) -> str:
     return text
 
 
-def read_line_at(fd: int, offset: int) -> tuple[bytes, int]:
+def read_line_at(f: OutputFile, offset: int) -> tuple[bytes, int]:
     """The line starting at `offset` (its first LINE_CAP*4 bytes) and the offset of the next line."""
-    chunk = os.pread(fd, LINE_CAP * 4 + 1, offset)
+    chunk = f.pread(LINE_CAP * 4 + 1, offset)
     nl = chunk.find(b"\n")
     if nl >= 0:
         return chunk[:nl], offset + nl + 1
     if len(chunk) <= LINE_CAP * 4:
         return chunk, offset + len(chunk)
-    nxt = _find_newline(fd, offset + len(chunk))
+    nxt = _find_newline(f, offset + len(chunk))
     return chunk[: LINE_CAP * 4], nxt
 
 
-def _find_newline(fd: int, offset: int) -> int:
+def _find_newline(f: OutputFile, offset: int) -> int:
     """The offset just past the next `\\n` at or after `offset` (the file's end if none)."""
     while True:
-        chunk = os.pread(fd, 1 << 16, offset)
+        chunk = f.pread(1 << 16, offset)
         if not chunk:
             return offset
         nl = chunk.find(b"\n")
@@ -115,16 +121,16 @@ def _find_newline(fd: int, offset: int) -> int:
         offset += len(chunk)
 
 
-def line_start_before(fd: int, offset: int, lines: int) -> tuple[int, int]:
+def line_start_before(f: OutputFile, offset: int, lines: int) -> tuple[int, int]:
     """Going back from the start of a line at `offset` over up to `lines` lines: (new offset, lines gone back)."""
     back = 0
     while back < lines and offset > 0:
         lo = max(0, offset - 1 - (1 << 16))
-        chunk = os.pread(fd, offset - 1 - lo, lo)  # without the newline that ends the previous line
+        chunk = f.pread(offset - 1 - lo, lo)  # without the newline that ends the previous line
         nl = chunk.rfind(b"\n")
         while nl < 0 and lo > 0:  # a long line: keep going back
             lo2 = max(0, lo - (1 << 16))
-            chunk = os.pread(fd, lo - lo2, lo2) + chunk
+            chunk = f.pread(lo - lo2, lo2) + chunk
             lo = lo2
             nl = chunk.rfind(b"\n")
         offset = lo + nl + 1 if nl >= 0 else 0
@@ -141,4 +147,4 @@ def read_buffer(sources: list[Source]) -> bytearray:
             largest = max(largest, os.stat(src.path, follow_symlinks=False).st_size)
         except FileNotFoundError:
             pass
-    return bytearray(min(BLOCK, max(4096, largest + 1)))
+    return bytearray(min(BLOCK, max(4096, largest + 1 + (256 if any(s.gap for s in sources) else 0))))

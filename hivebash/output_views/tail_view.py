@@ -10,9 +10,10 @@ call that shows them.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from common.humanize import human_bytes
+from hivebash.output_views.kept import Gap, OutputFile
 from hivebash.output_views.line_count import line_total, newlines_before, remember
 from hivebash.output_views.reading import LINE_CAP, VIEW_BUDGET, Source, View, open_output
 from hivebash.output_views.terminal_text import readable
@@ -46,10 +47,10 @@ def _skip_partial(raw: bytes, first: int) -> tuple[bytes, int]:
     return raw, first
 
 
-def _tail_bytes(fd: int, start: int, size: int, share: int) -> tuple[bytes, str, int]:
+def _tail_bytes(f: OutputFile, start: int, size: int, share: int) -> tuple[bytes, str, int]:
     """The last bytes of [start, size) whose readable text fits in `share` bytes: (raw, text, where they begin)."""
     first = max(start, size - share)
-    raw = os.pread(fd, size - first, first)
+    raw = f.pread(size - first, first)
     while True:
         if first > start:
             raw, first = _skip_partial(raw, first)
@@ -61,10 +62,10 @@ def _tail_bytes(fd: int, start: int, size: int, share: int) -> tuple[bytes, str,
         raw, first = raw[cut:], first + cut
 
 
-def _head_bytes(fd: int, start: int, size: int, share: int) -> tuple[bytes, str, int]:
+def _head_bytes(f: OutputFile, start: int, size: int, share: int) -> tuple[bytes, str, int]:
     """The first whole lines of [start, size) whose readable text fits in `share`: (raw, text, where they end).
     A single line longer than the share is cut (the rest stays unseen)."""
-    raw = os.pread(fd, min(size - start, share), start)
+    raw = f.pread(min(size - start, share), start)
     while True:
         if start + len(raw) < size:
             nl = raw.rfind(b"\n")
@@ -77,13 +78,13 @@ def _head_bytes(fd: int, start: int, size: int, share: int) -> tuple[bytes, str,
         raw = raw[: len(raw) * share // grown]
 
 
-def _last_lines_start(fd: int, size: int, lines: int) -> int:
+def _last_lines_start(f: OutputFile, size: int, lines: int) -> int:
     """Where the last `lines` lines of the file begin (a final newline ends the last line, not a new one)."""
     pos = size
-    wanted = lines + 1 if size and os.pread(fd, 1, size - 1) == b"\n" else lines
+    wanted = lines + 1 if size and f.pread(1, size - 1) == b"\n" else lines
     while pos > 0:
         lo = max(0, pos - (1 << 16))
-        chunk = os.pread(fd, pos - lo, lo)
+        chunk = f.pread(pos - lo, lo)
         at = len(chunk)
         while wanted:
             at = chunk.rfind(b"\n", 0, at)
@@ -109,6 +110,14 @@ class _Shown:
     before: int | None  # newlines before `first` (None: not counted in time)
     newlines: int | None  # newlines in the whole file
     ends_nl: bool = True  # the file ends with a newline (its last line is whole)
+    seen_to: int = 0  # the file offset the agent has seen up to once this is shown (View.read_to)
+    written: int = 0  # the file's size: bytes written in all (`size` is the kept text's, kept.py)
+    gap: Gap | None = field(default=None)  # the dropped middle
+    gap_line: int | None = None  # the number of its marker line (kept.OutputFile.gap_line)
+
+    def label(self, number: int) -> str:
+        """A line number as the header shows it: `~N` after the gap (counted from it)."""
+        return f"~{number:,}" if self.gap_line is not None and number > self.gap_line else f"{number:,}"
 
     @property
     def first_line(self) -> int | None:
@@ -127,65 +136,93 @@ class _Shown:
 _NOTHING = _Shown(0, 0, 0, 0, b"", "", 0, 0)  # an empty stream (an empty file has no cursor past 0)
 
 
-def _read(src: Source, size: int, start: int, share: int, new_only: bool, lines: int | None) -> _Shown:
+def _read(src: Source, size: int, cursor: int, share: int, new_only: bool, lines: int | None) -> _Shown:
+    """One stream's part: `size` and `cursor` are file offsets (the file's size, where the agent's unseen
+    output starts); what is shown is read from the kept text (kept.py)."""
     if not size:
         return _NOTHING
-    fd = open_output(src.path)
-    if fd is None:  # gone, or not our file (reading.open_output): nothing of it is shown or counted
-        return _Shown(size, start, size, size, b"", "", None, None)
+    start = cursor if new_only else 0
+    f = open_output(src)
+    if f is None:  # gone, or not our file (reading.open_output): nothing of it is shown or counted
+        return _Shown(size, start, size, size, b"", "", None, None, seen_to=size if size <= cursor else cursor,
+                      written=size)
     try:
-        if new_only:
-            raw, text, end = _head_bytes(fd, start, size, share) if size > start else (b"", "", size)
-            first = start
-        else:
-            begin = _last_lines_start(fd, size, lines) if lines else 0
-            raw, text, first = _tail_bytes(fd, begin, size, share)
-            end = size
-        st = os.fstat(fd)
-        before = 0 if first == 0 else newlines_before(fd, first, st)
-        newlines: int | None
-        if before is not None and end == size:
-            newlines = before + raw.count(b"\n")
-            if first:  # a file read whole needs no count kept: the next view reads it whole again
-                remember(fd, size, newlines, st)
-        else:
-            newlines = newlines_before(fd, size, st)
-        ends_nl = raw.endswith(b"\n") if end == size and raw else os.pread(fd, 1, size - 1) == b"\n"
-        return _Shown(size, start, first, end, raw, text, before, newlines, ends_nl)
+        written, size, start, at = size, f.logical(size), f.logical(start), f.logical(cursor)
+        shown = _shown(f, size, start, share, new_only, lines)
+        shown.written, shown.gap, shown.gap_line = written, f.gap, f.gap_line()
+        shown.seen_to = f.physical(shown.end) if shown.first <= at else cursor
+        return shown
     finally:
-        os.close(fd)
+        f.close()
+
+
+def _shown(f: OutputFile, size: int, start: int, share: int, new_only: bool, lines: int | None) -> _Shown:
+    """The part shown of the kept text [start, size) (see `_read`)."""
+    if new_only:
+        raw, text, end = _head_bytes(f, start, size, share) if size > start else (b"", "", size)
+        first = start
+    else:
+        begin = _last_lines_start(f, size, lines) if lines else 0
+        raw, text, first = _tail_bytes(f, begin, size, share)
+        end = size
+    st = f.stamp()
+    before = 0 if first == 0 else newlines_before(f, first, st)
+    newlines: int | None
+    if before is not None and end == size:
+        newlines = before + raw.count(b"\n")
+        if first:  # a file read whole needs no count kept: the next view reads it whole again
+            remember(f, size, newlines, st)
+    else:
+        newlines = newlines_before(f, size, st)
+    ends_nl = raw.endswith(b"\n") if end == size and raw else f.pread(1, size - 1) == b"\n"
+    return _Shown(size, start, first, end, raw, text, before, newlines, ends_nl)
 
 
 def _lines_text(shown: _Shown) -> str:
     total = shown.total(shown.ends_nl)
-    return f"{lines_text(total)}, " if total is not None else ""
+    if total is None:
+        return ""
+    return f"{'~' if shown.gap is not None else ''}{lines_text(total)}, "
+
+
+def _size(s: _Shown) -> str:
+    """The file's size; with a dropped middle, what was written and what is kept, and how numbers count."""
+    if s.gap is None:
+        return size_text(s.size)
+    return (f"{size_text(s.written)} written, {size_text(s.written - s.gap.dropped)} kept "
+            f"({size_text(s.gap.dropped)} dropped from the middle: over --max-output-bytes {size_text(s.gap.limit)}; "
+            f"line numbers marked ~ are counted from the gap)")
+
+
+def _span(s: _Shown, first: int, last: int) -> str:
+    return f"line {s.label(first)}" if first == last else f"lines {s.label(first)}-{s.label(last)}"
 
 
 def _head(stream: str, s: _Shown, new_only: bool, was: int | None, again: str) -> str:
     if not new_only and not s.size:  # most streams of most tasks: nothing to count
         return f"--- {stream}: empty ---"
-    cut = f"truncated (was {was} bytes when last shown, now {s.size}); " if was is not None else ""
+    cut = f"truncated (was {was} bytes when last shown, now {s.written}); " if was is not None else ""
     lines = _lines_text(s)
     total = s.total(s.ends_nl)
     if not new_only:
         if s.first == 0:
-            return f"--- {stream}: {lines}{size_text(s.size)} ---"
+            return f"--- {stream}: {lines}{_size(s)} ---"
         shown_lines = (s.last_line or 0) - (s.first_line or 0) + 1 if s.text else 0
         first_line, last_line = s.first_line, s.last_line
-        where = (f" ({span_text(first_line, last_line)})" if first_line is not None and last_line is not None
+        where = (f" ({_span(s, first_line, last_line)})" if first_line is not None and last_line is not None
                  and s.text else "")
-        return (f"--- {stream}: {lines}{size_text(s.size)}; last {count(shown_lines)} shown{where}; "
+        return (f"--- {stream}: {lines}{_size(s)}; last {count(shown_lines)} shown{where}; "
                 f"from_line or grep read the rest ---")
     if not s.text:
-        return f"--- {stream}: {cut}nothing new ({lines}{size_text(s.size)} in all) ---" if s.size else \
+        return f"--- {stream}: {cut}nothing new ({lines}{_size(s)} in all) ---" if s.size else \
             f"--- {stream}: {cut}nothing new (empty) ---"
     first_line, last_line = s.first_line, s.last_line
-    span = (f"new {span_text(first_line, last_line)}" if first_line is not None and last_line is not None
+    span = (f"new {_span(s, first_line, last_line)}" if first_line is not None and last_line is not None
             else f"new from byte {s.first}")
     if s.end >= s.size:
-        return f"--- {stream}: {cut}{span} ({size_text(s.end - s.start)} new; {lines}{size_text(s.size)} in all) ---"
+        return f"--- {stream}: {cut}{span} ({size_text(s.end - s.start)} new; {lines}{_size(s)} in all) ---"
     next_line = (s.last_line or 0) + (1 if s.raw.endswith(b"\n") else 0)
-    left = (span_text(next_line, total)
+    left = (_span(s, next_line, total)
             if total is not None and s.last_line is not None else f"bytes {s.end}-{s.size}")
     return (f"--- {stream}: {cut}{span} shown; {left} ({size_text(s.size - s.end)}) not shown yet: "
             f"{again} shows the next ---")
@@ -202,8 +239,8 @@ def _read_all(sources: list[Source], sizes: dict[str, int], cursor: dict[str, in
         shares[src.stream] = min(4 * (sizes[src.stream] - begin[src.stream]), left // (len(by_need) - i),
                                  cap if cap is not None else budget)
         left -= shares[src.stream]
-    return {src.stream: _read(src, sizes[src.stream], begin[src.stream], max(shares[src.stream], 1), new_only, lines)
-            for src in sources}
+    return {src.stream: _read(src, sizes[src.stream], cursor[src.stream], max(shares[src.stream], 1), new_only,
+                              lines) for src in sources}
 
 
 def tail(sources: list[Source], cursors: dict[str, int] | None = None, new_only: bool = False,
@@ -231,14 +268,19 @@ def tail(sources: list[Source], cursors: dict[str, int] | None = None, new_only:
         size = sizes[src.stream]
         s = shown[src.stream]
         # The cursor moves over what was shown, when what was shown starts where the unseen output does.
-        read_to[src.stream] = s.end if s.first <= cursor[src.stream] else cursor[src.stream]
+        read_to[src.stream] = s.seen_to
         was = cursors.get(src.stream) if src.stream in truncated else None
         head = _head(src.stream, s, new_only, was, again)
         body = s.text if not s.text or s.text.endswith("\n") else s.text + "\n(no newline at end)\n"
         parts.append(head + "\n" + body)
-        data[src.stream] = {"path": src.path, "size": size, "from_byte": s.start, "text": s.text,
-                            "elided_bytes": max(0, s.first - s.start) + (size - s.end),
+        data[src.stream] = {"path": src.path, "size": size, "from_byte": cursor[src.stream] if new_only else 0,
+                            "text": s.text, "shown_bytes": len(s.raw),
+                            "elided_bytes": max(0, s.first - s.start) + (s.size - s.end),
                             "truncated": src.stream in truncated, "lines": s.total(s.ends_nl),
                             "first_line": s.first_line if s.text else None,
                             "last_line": s.last_line if s.text else None}
+        if s.gap is not None:
+            data[src.stream]["dropped"] = {"from_byte": s.gap.start, "to_byte": s.gap.end, "bytes": s.gap.dropped,
+                                           "kept_bytes": size - s.gap.dropped, "limit": s.gap.limit,
+                                           "numbers_from_gap_after_line": s.gap_line}
     return View("".join(parts), {"streams": data}, read_to)

@@ -18,6 +18,7 @@ from common.humanize import human_bytes
 from common.process_seam import ProcInfo
 from common.waiting import Doorbell
 from hivebash.disk.end_room import on_block_edge, output_sizes
+from hivebash.disk.output_limit import OutputGuard
 from hivebash.disk.records import RecordWriter
 from hivebash.disk.spares import Spare
 from hivebash.errors import EngineError
@@ -27,6 +28,7 @@ from hivebash.processes.runner import Launcher, TaskRunner
 from hivebash.processes.workers import WorkerPool
 from hivebash.tasks.record import record_of
 from hivebash.tasks.registry import Ended, TaskRegistry
+from hivebash.tasks.states import ALIVE
 from hivebash.tasks.task import Rusage, Task, exit_status
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,7 @@ class Lifecycle:
         self.wake = wake
         self.subreaper = subreaper
         self.ops = ops
+        self.guard = OutputGuard(settings.max_output_bytes, self)  # keeps running tasks' outputs under the limit
 
     @property
     def closing(self) -> bool:
@@ -123,6 +126,7 @@ class Lifecycle:
     def on_spawned(self, task: Task, pid: int, started_mono: float) -> None:
         with self.registry.locked() as tasks:
             tasks.spawned(task, pid, started_mono)
+        self.guard.watch(task, self._outputs(task))
 
     def on_still_running(self, task: Task) -> None:
         """The running record, written once the task has run for runner.RUNNING_RECORD_DELAY (see there), and
@@ -133,6 +137,32 @@ class Lifecycle:
             record = tasks.still_running(task)
         if record is not None:
             self.persist(task, record)
+
+    def _outputs(self, task: Task) -> dict[str, str]:
+        out = {"stdout": self.store.file(task.id, "out")}
+        return out if task.stdin == "tty" else {**out, "stderr": self.store.file(task.id, "err")}
+
+    # ----- the output guard's hooks (disk/output_limit.GuardHooks) ----------------------------------------
+
+    def dropping(self, task: Task, stream: str, start: int, end: int) -> None:
+        """The range is in the task from now on (views skip it); its first one is written to the record
+        at once, so a restart finds it too (later ones reach it with the next record, at the end at last)."""
+        with self.registry.locked() as tasks:
+            first = stream not in (task.dropped or {})
+            task.dropped = {**(task.dropped or {}), stream: [start, end, self.settings.max_output_bytes]}
+            record = record_of(task) if first and task.state in ALIVE and tasks.current(task) else None
+        if record is not None:
+            self.persist(task, record)
+
+    def over_limit(self, task: Task, reason: str) -> None:
+        """Stop the task (SIGKILL to its group; its end is `killed`, saying `reason`)."""
+        with self.registry.locked() as tasks:
+            entry = tasks.current(task)
+            if entry is None or task.ended or task.stop_reason:
+                return
+            task.stop_reason = reason
+            tasks.request_stop(entry, "SIGKILL")
+        log.warning("task %s stopped: %s", task.id, reason)
 
     def persist(self, task: Task, record: dict, terminal: bool = False) -> str | None:
         """Write a record now, in order with the task's other records (a `terminal` one into the room reserved
@@ -184,6 +214,7 @@ class Lifecycle:
         # exit 1); one that succeeds anyway (`yes || true`) left an output on a block's edge (end_room.py). Only
         # then is the disk looked at (one statvfs), so a task that succeeded costs nothing more.
         sizes = output_sizes({"stdout": self.store.file(task.id, "out"), "stderr": self.store.file(task.id, "err")})
+        self.guard.finish(task, sizes, lambda: self._outputs(task))  # before the end's record: its last range
         looks = not output_lost and (code or signalled or on_block_edge(sizes))
         note = LOST_NOTE if output_lost else _full_note(self.store.room.disk_full() if looks else None)
         with self.registry.locked() as tasks:

@@ -106,6 +106,10 @@ class Task:
     kill_signal: str | None = None  # set when a kill was asked while running: the end counts as killed
     timed_out: bool = False  # set when the deadline passed: the end counts as timed_out
     stdin: str = "null"  # "null" (/dev/null), "pipe" or "tty": what `send` can write to (task_input.py)
+    # stream -> [start, end, limit]: bytes [start, end) of its file were freed, past --max-output-bytes `limit`
+    # (hivebash/disk/output_limit.py). Replaced whole at each change, so a snapshot keeps the one it saw.
+    dropped: dict[str, list[int]] | None = None
+    stop_reason: str | None = None  # why the daemon itself stopped the task (the end says it: killed)
     # Runtime-only (not persisted, see RUNTIME_FIELDS): monotonic start, for live durations; the stop asked.
     started_mono: float | None = field(default=None, repr=False, compare=False)
     stop: Stop | None = field(default=None, repr=False, compare=False)
@@ -202,6 +206,8 @@ def end_state(task: Task, signalled: str | None) -> tuple[str, str | None]:
     """
     if task.timed_out:
         return TIMED_OUT, f"timed out after {task.timeout_secs:g}s"
+    if task.stop_reason:
+        return KILLED, f"killed: {task.stop_reason}"
     if task.kill_signal:
         return KILLED, f"killed by request ({task.kill_signal})"
     if signalled:
