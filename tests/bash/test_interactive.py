@@ -198,6 +198,34 @@ def test_a_task_that_never_reads_is_never_waited_on(tools, kind):
     call(tools, "kill", id="deaf", force=True)
 
 
+
+def test_the_output_a_send_answer_cut_is_what_new_only_shows_next(tools):
+    call(tools, "run", cmd="read go; seq 1 3000", stdin="pipe", name="long", wait_seconds=0)
+    res = call(tools, "send", id="long", text="go", wait_seconds=10)  # 13.9 KiB: over a send's 5 KiB budget
+    shown = res.data["output"]["stdout"]
+    assert res.data["status"] == "done" and shown["first_line"] == 1 and shown["last_line"] < 3000, res.text
+    assert 'status(id="long", new_only=true) shows the next' in res.text
+    seen = [int(line) for line in res.text.splitlines() if line.isdigit()]
+    for _ in range(10):
+        rest = call(tools, "status", id="long", new_only=True)
+        if "--- stdout: nothing new" in rest.text:
+            break
+        assert f"--- stdout: new lines {seen[-1] + 1:,}-" in rest.text, rest.text
+        seen += [int(line) for line in rest.text.splitlines() if line.isdigit()]
+    assert seen == list(range(1, 3001)), "a line the send's answer cut was never shown, or shown twice"
+
+
+def test_a_send_presses_at_most_100_keys(tools, engine):
+    call(tools, "run", cmd="sleep 300", stdin="tty", name="keys", wait_seconds=0)
+    pressed = call(tools, "send", id="keys", keys=["space"] * 100, wait_seconds=0)
+    assert not pressed.is_error and pressed.data["sent_bytes"] == 100, pressed.text
+    assert engine.send("keys", keys=["space"] * 100, wait_seconds=0).accepted == 100
+    with pytest.raises(ToolArgumentsError, match="keys: must have at most 100 items"):
+        tools.call("send", {"id": "keys", "keys": ["space"] * 101, "wait_seconds": 0}, AGENT)
+    with pytest.raises(EngineError, match=r"keys: must be a list of 1 to 100 key names"):  # every caller's check
+        engine.send("keys", keys=["space"] * 101, wait_seconds=0)
+    call(tools, "kill", id="keys", force=True)
+
 def test_every_refusal_names_the_field_and_what_to_do(tools, engine):
     call(tools, "run", cmd="sleep 300", name="plain", wait_seconds=0)
     text = refused(tools, "send", id="plain", text="x")
