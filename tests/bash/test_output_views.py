@@ -159,6 +159,25 @@ def test_new_only_after_the_file_was_truncated_shows_it_from_its_start(tmp_path)
     assert tail(src, after.read_to, new_only=True).text.startswith("--- stdout: nothing new (1 line, 14 bytes")
 
 
+
+def test_line_numbers_start_again_at_1_after_a_truncation(tmp_path):
+    """Each tail keeps the line count at the offset it read to (line_count.py), so the next counts only what
+    was added; a file emptied and written again below that offset must be counted from its start."""
+    path = tmp_path / "t.out"
+    path.write_bytes(b"".join(f"old {i}\n".encode() for i in range(1, 3001)))
+    src = [Source("stdout", str(path))]
+    assert "(lines 2,341-3,000)" in tail(src).text  # a tail that did not start at 0: its count is kept
+    assert window(src, 2990, 1).text.startswith("--- stdout lines 2,990-2,990 of 3,000 ")
+    path.write_bytes(b"")  # what `: > t.out` does; the task's O_APPEND writes then land at the new end
+    with open(path, "ab") as f:
+        f.write(b"".join(f"new {i}\n".encode() for i in range(1, 1201)))
+    after = tail(src).text
+    assert after.startswith("--- stdout: 1,200 lines, 9.5KiB; last 717 shown (lines 484-1,200);"), after
+    assert "\nnew 484\n" in after and "old" not in after
+    assert "\n1: new 1\n" in window(src, 1, 2).text and "stdout:1000: new 1000" in grep(src, "^new 1000$").text
+    fresh = tail(src, {"stdout": 0}, new_only=True).text
+    assert fresh.startswith("--- stdout: new lines 1-756 shown; lines 757-1,200 "), fresh
+
 def test_binary_output_stays_within_the_bound(tmp_path):
     path = tmp_path / "bin.out"
     path.write_bytes(bytes(range(256)) * 400)  # escapes make the text ~4x the bytes
