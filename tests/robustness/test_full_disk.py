@@ -3,10 +3,13 @@ goes (issue 25): a record bigger than the free space, a task whose own output fi
 restart on a full disk, `rm -r` of bash-tasks/ and todos/ under a running daemon.
 
 Every answer must be true after the restart: a task answered `done` reads `done`, a refused `run` left
-nothing torn behind, and every other task is found again.
+nothing torn behind, and every other task is found again. Under them all, every file is written whole
+(common/disk/whole_files.py): `write(2)` takes part of the bytes on a nearly full disk, and the writer loops.
 """
 
+import itertools
 import json
+import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,6 +19,7 @@ from kit.daemons_kit import BIN, running_record_written
 from kit.gate import Gate
 from kit.robust_kit import call_tool_raw, result_text, tool_result
 
+from common.disk import whole_files
 from common.todos.outbox import read_journal
 
 
@@ -156,3 +160,28 @@ def test_both_daemons_start_and_answer_on_a_full_disk(bash_factory, small_disk, 
     finally:
         sub.stop()
     assert "Traceback" not in daemon.daemon.log() + sub.log()
+
+
+
+def test_short_writes_are_written_on_until_every_byte_is(tmp_path, monkeypatch):
+    """os.write cut short, as a nearly full disk cuts it (no disk can be made to give short counts that then
+    succeed, on cue): the real bytes go to a real file, only the counts are short, and of changing sizes."""
+    real_write, sizes, counts = os.write, itertools.cycle([4095, 1, 777]), []
+
+    def short_write(fd, data):
+        written = real_write(fd, bytes(memoryview(data)[:next(sizes)]))
+        counts.append(written)
+        return written
+
+    data = bytes(range(256)) * 200  # 51,200 bytes
+    monkeypatch.setattr(os, "write", short_write)
+    fd = os.open(tmp_path / "direct", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        whole_files.write_all(fd, data)
+    finally:
+        os.close(fd)
+    whole_files.replace_whole(str(tmp_path / "record"), data, str(tmp_path / "record.tmp"))
+    monkeypatch.undo()
+    assert (tmp_path / "direct").read_bytes() == data
+    assert (tmp_path / "record").read_bytes() == data and not (tmp_path / "record.tmp").exists()
+    assert sum(counts) == 2 * len(data) and len(counts) > 2 * 30, counts  # every byte went through it
