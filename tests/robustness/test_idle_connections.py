@@ -1,7 +1,8 @@
 """Idle connections of the daemon's own uid against the real daemons (issue 25, hole 4): a few hundred
 connections that never send a byte used to fill waitress's connection limit, and every caller then waited for
 the 120 s channel timeout. Now a new connection must bring a whole first request within --first-request-timeout,
-and idle connections make room, oldest first, when the limit is near; a long answer is never cut."""
+and idle connections make room when the limit is near, those never served first and then the oldest; a long
+answer is never cut."""
 
 import json
 import os
@@ -144,6 +145,28 @@ def test_a_silent_connection_is_closed_and_a_served_one_kept(tmp_path):
     finally:
         d.stop()
 
+
+
+def test_near_the_limit_connections_never_served_go_before_a_served_keep_alive_one(tmp_path):
+    """The served connection is the oldest and as idle as the rest, yet a client's keep-alive connection is
+    kept: only never-served ones are closed to make room (connection_guard.make_room)."""
+    d = start_daemon(_argv("bash", tmp_path / "state", "--first-request-timeout", "600", "--connection-limit", "20"),
+                     tmp_path)
+    idlers: list[socket.socket] = []
+    try:
+        served = _connect(d.url)
+        served.sendall(_tools_call(d.url, "list", {}))
+        assert _read_response(served).startswith(b"HTTP/1.1 200 ")
+        for _ in range(20):  # past the 18 open sockets at which room is made (a tenth of the limit kept free)
+            idlers.append(_connect(d.url))
+        wait_until(lambda: _closed_by_peer(idlers[0]) or _closed_by_peer(served), 10, "room to be made")
+        assert not _closed_by_peer(served), "the served keep-alive connection was closed to make room"
+        served.sendall(_tools_call(d.url, "list", {}))
+        assert _read_response(served).startswith(b"HTTP/1.1 200 ")
+    finally:
+        for s in idlers:
+            s.close()
+        d.stop()
 
 @pytest.mark.slow
 def test_a_long_answer_is_not_cut_by_the_first_request_timeout(tmp_path):
