@@ -48,3 +48,9 @@ def initialize(url, version="2025-11-25"):
 def legacy(url, session, method, params=None, version="2025-11-25", request_id=1):
     return post(url, {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}},
                 {"Mcp-Session-Id": session, "MCP-Protocol-Version": version})
+
+
+def legacy_notification(url, session, method, params=None, version="2025-11-25"):
+    """A notification of a handshake-era session (no id: `notifications/cancelled`); the server answers 202."""
+    return post(url, {"jsonrpc": "2.0", "method": method, "params": params or {}},
+                {"Mcp-Session-Id": session, "MCP-Protocol-Version": version})

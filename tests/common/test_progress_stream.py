@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import anyio
 import pytest
 from mcp.client.client import Client
-from raw_mcp import META, MODERN, initialize, legacy, post
+from raw_mcp import META, MODERN, initialize, legacy_notification, post
 
 
 def _raw_exchange(url: str, body: dict, headers: dict[str, str], timeout: float = 10.0) -> bytes:
@@ -201,21 +201,55 @@ def test_a_cancel_by_the_sdk_client_ends_the_wait_at_once(echo_daemon, mode):
     assert ended["held_s"] < 5, f"the wait ran on for {ended['held_s']:.1f}s after the cancel"
 
 
+def _legacy_call(url: str, session: str, body: dict) -> socket.socket:
+    """A handshake-era tools/call of `session` sent on a socket of its own (left open: closing it hangs up)."""
+    parts = urlsplit(url)
+    data = json.dumps(body).encode()
+    sock = socket.create_connection((parts.hostname, parts.port), timeout=10)
+    sock.sendall((f"POST /mcp HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\nContent-Type: application/json\r\n"
+                  f"Accept: {BOTH}\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n"
+                  f"Content-Length: {len(data)}\r\n\r\n").encode() + data)
+    return sock
+
+
 def test_notifications_cancelled_ends_a_call_without_a_stream(echo_daemon):
     """A JSON call (no token) in the handshake era, cancelled from another connection of its session."""
     session, _ = initialize(echo_daemon.url)
     before, waiting = len(_holds(echo_daemon.url)), _holding(echo_daemon.url)
     body = {"jsonrpc": "2.0", "id": 41, "method": "tools/call",
             "params": {"name": "hold", "arguments": {"seconds": 20}}}
-    parts = urlsplit(echo_daemon.url)
-    sock = socket.create_connection((parts.hostname, parts.port), timeout=10)
-    data = json.dumps(body).encode()
-    sock.sendall((f"POST /mcp HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\nContent-Type: application/json\r\n"
-                  f"Accept: {BOTH}\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n"
-                  f"Content-Length: {len(data)}\r\n\r\n").encode() + data)
+    sock = _legacy_call(echo_daemon.url, session, body)
     _holding(echo_daemon.url, waiting + 1)  # the call reached its wait
-    resp, _ = legacy(echo_daemon.url, session, "notifications/cancelled", {"requestId": 41})
+    resp, _ = legacy_notification(echo_daemon.url, session, "notifications/cancelled", {"requestId": 41})
+    assert resp.status == 202
+    ended = _holds(echo_daemon.url, before + 1)[before]  # before the hang-up below, which would end it too
     sock.close()
+    assert ended["cancelled"] and ended["held_s"] < 5, ended
+
+
+def test_a_committed_stream_cancelled_from_another_connection_ends_without_a_response(echo_daemon):
+    """The stream's status and progress are sent; a cancel names the call: the stream ends, and no response
+    follows (the spec: none may be sent for a cancelled request)."""
+    session, _ = initialize(echo_daemon.url)
+    before = len(_holds(echo_daemon.url))
+    body = {"jsonrpc": "2.0", "id": 43, "method": "tools/call",
+            "params": {"name": "hold", "arguments": {"seconds": 20}, "_meta": {"progressToken": "c-1"}}}
+    with _legacy_call(echo_daemon.url, session, body) as sock:
+        raw = b""
+        while b"notifications/progress" not in raw:  # committed: the first notification is on the wire
+            chunk = sock.recv(65536)
+            assert chunk, raw
+            raw += chunk
+        resp, _ = legacy_notification(echo_daemon.url, session, "notifications/cancelled", {"requestId": 43})
+        assert resp.status == 202
+        while not _complete(raw):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            raw += chunk
+    head, events = _events(raw)
+    assert "Content-Type: text/event-stream" in head and raw.endswith(b"0\r\n\r\n"), raw  # ended, not cut
+    assert events and all(e.get("method") == "notifications/progress" for e in events), events
     ended = _holds(echo_daemon.url, before + 1)[before]
     assert ended["cancelled"] and ended["held_s"] < 5, ended
 
@@ -245,14 +279,10 @@ def test_a_cancel_from_another_session_does_not_touch_the_call(echo_daemon):
     before, waiting = len(_holds(echo_daemon.url)), _holding(echo_daemon.url)
     body = {"jsonrpc": "2.0", "id": 77, "method": "tools/call",
             "params": {"name": "hold", "arguments": {"seconds": 1.5}}}
-    parts = urlsplit(echo_daemon.url)
-    data = json.dumps(body).encode()
-    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
-        sock.sendall((f"POST /mcp HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\nContent-Type: application/json\r\n"
-                      f"Accept: {BOTH}\r\nMcp-Session-Id: {mine}\r\nMCP-Protocol-Version: 2025-11-25\r\n"
-                      f"Content-Length: {len(data)}\r\n\r\n").encode() + data)
+    with _legacy_call(echo_daemon.url, mine, body):
         _holding(echo_daemon.url, waiting + 1)  # the call reached its wait
-        legacy(echo_daemon.url, theirs, "notifications/cancelled", {"requestId": 77})
+        resp, _ = legacy_notification(echo_daemon.url, theirs, "notifications/cancelled", {"requestId": 77})
+        assert resp.status == 202
         ended = _holds(echo_daemon.url, before + 1)[before]
     assert not ended["cancelled"] and ended["held_s"] >= 1.4, ended
 
