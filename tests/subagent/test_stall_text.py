@@ -1,10 +1,14 @@
-"""The stall line a watch reports: said whenever the silence passed the threshold, whatever the rounding."""
+"""The stall line a watch reports: said whenever the silence passed the threshold, whatever the rounding, and
+told once per threshold of one silence (the fake claude stays silent at a gate)."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
+from kit.gate import Gate
+
+from common.waiting import wait_for
 from hivesubagent.turns import views
 from hivesubagent.turns.turn import Turn
 
@@ -28,3 +32,20 @@ def test_no_stall_line_before_the_threshold_or_without_one():
     quiet = _silent_turn(60.0, 120.0)
     quiet.stall_after_s = None
     assert views.stall_text(quiet, quiet.stream.progress.view()) is None
+
+
+def test_a_silence_over_two_thresholds_is_told_once_at_each(engine_factory, fake_claude_bin, fake_env, prompt_file,
+                                                           tmp_path):
+    engine, todos = engine_factory(fake_claude_bin, fake_env, stall_minutes=0.01)  # a threshold of 0.6 s
+    gate = Gate(tmp_path)
+    engine.start("quiet", str(prompt_file), trigger=f"FAKE:gate={gate.path}")
+    try:
+        todos.wait_upserts("quiet", 2, seconds=10)  # two notices: the silence passed two thresholds
+    finally:
+        gate.open()
+    with todos.cond:
+        assert wait_for(todos.cond, lambda: "completed" in todos.upserts("quiet")[-1]["summary"], 20), todos.calls
+    stalls = [u for u in todos.upserts("quiet") if "stalled" in u["summary"]]
+    # The silence each notice saw (idle_s, in tenths of a second), in thresholds: one notice at each.
+    idle = [u["data"]["progress"]["idle_s"] for u in stalls]
+    assert len(stalls) >= 2 and [round(i * 10) // 6 for i in idle] == list(range(1, len(stalls) + 1)), idle
