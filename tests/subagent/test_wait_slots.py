@@ -1,14 +1,17 @@
-"""The subagent daemon's waits share the bash daemon's wait-slot rule (common/waiting.WaitSlots): with every slot
-taken, a waiting `status` answers at once with `wait_skipped=busy` and the call to try again, instead of taking
-another request thread; the slot is free again once its wait has ended. Driven by the fake claude (a turn that
-just sleeps is all a wait needs)."""
+"""The subagent daemon's `status` waits, driven by the fake claude (a turn that sleeps or waits at a gate is all a
+wait needs; tests/subagent/test_interop_waits.py waits on the real claude). They share the bash daemon's
+wait-slot rule (common/waiting.WaitSlots): with every slot taken, a waiting `status` answers at once with
+`wait_skipped=busy` and the call to try again, instead of taking another request thread; the slot is free
+again once its wait has ended. With `all`, a wait on several turns goes on past the first end."""
 
 from __future__ import annotations
 
 import threading
 
 from daemon_harness import wait_until
+from kit.gate import Gate
 
+from common.protocol.tools import CallContext
 from hivesubagent.tools import build_registry
 
 
@@ -48,3 +51,38 @@ def test_a_wait_with_every_slot_taken_answers_at_once_busy(engine_factory, fake_
     after = tools.call("status", {"name": "next", "wait_seconds": 0.5}).text  # the slot came back: it waits
     assert "wait_skipped" not in after and "still running" in after, after
     engine.interrupt("next", force=True)
+
+
+class Reports:
+    """A client that asked for progress: what the wait reported while it went on."""
+
+    wanted = True
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def report(self, progress: float, total: float | None, message: str) -> None:
+        self.messages.append(message)
+
+
+def test_an_all_wait_goes_on_past_the_first_end(engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path):
+    engine, _ = engine_factory(fake_claude_bin, fake_env)
+    tools = build_registry(engine)
+    gates = {name: Gate(tmp_path) for name in ("xa", "xb")}
+    for name, gate in gates.items():
+        engine.start(name, str(prompt_file), trigger=f"FAKE:gate={gate.path}")
+    reports, answer = Reports(), {}
+    waiting = threading.Thread(target=lambda: answer.update(result=tools.call(
+        "status", {"names": ["xa", "xb"], "wait_seconds": 30, "all": True}, CallContext(progress=reports))))
+    waiting.start()
+    try:
+        gates["xa"].open()
+        # the wait's own report that it saw xa end and still waits (its reports come at most one a second)
+        wait_until(lambda: any("xa: ended" in m for m in reports.messages), 10, "the all-wait to go on past xa's end")
+        assert waiting.is_alive(), answer
+    finally:
+        gates["xb"].open()
+        waiting.join(20)
+    result = answer["result"]
+    assert sorted(result.data["wait"]["ended"]) == ["xa", "xb"] and result.data["wait"]["all"] is True, result.text
+    assert result.text.startswith("sessions=2 running=0 ended_during_wait=2 wait=all "), result.text
