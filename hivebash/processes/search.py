@@ -39,7 +39,7 @@ def proc_facts(proc: psutil.Process) -> tuple[int, float, str | None, int | None
     return ppid, created, marker, pgid, status
 
 
-def find_processes(  # noqa: C901 - replaced by the one tree search (issue 24, item 3)
+def find_processes(
     markers: dict[str, int | None], descendants_only: bool, exclude: Iterable[int] = (),
     leaders: dict[int, str] | None = None, fresh_after: float | None = None,
 ) -> dict[str, list[ProcInfo]]:
@@ -57,45 +57,57 @@ def find_processes(  # noqa: C901 - replaced by the one tree search (issue 24, i
     skip = set(exclude)
     if not descendants_only:
         return _find_everywhere(markers, skip)
-    me = os.getpid()
-    leaders = leaders or {}
-    by_group = {pgid: m for m, pgid in markers.items() if pgid is not None}
-    facts, kids = process_table(fresh_after)
-    found: dict[str, list[ProcInfo]] = {m: [] for m in markers}
+    search = _TreeSearch(markers, skip, leaders or {}, fresh_after)
+    for root in search.kids.get(os.getpid(), ()):
+        search.visit(root)
+    return search.found
 
-    def claim(pid: int, marker: str) -> None:
+
+class _TreeSearch:
+    """This process's descendants, by task: a subtree under a task leader, or under a root that carries a
+    task's marker or is in its group, is that task's; below any other root the search goes on."""
+
+    def __init__(self, markers: dict[str, int | None], skip: set[int], leaders: dict[int, str],
+                 fresh_after: float | None):
+        self.markers, self.skip, self.leaders = markers, skip, leaders
+        self.by_group = {pgid: m for m, pgid in markers.items() if pgid is not None}
+        self.facts, self.kids = process_table(fresh_after)
+        self.found: dict[str, list[ProcInfo]] = {m: [] for m in markers}
+
+    def visit(self, pid: int) -> None:
+        if pid in self.leaders:
+            if self.leaders[pid] in self.markers:
+                self._claim(pid, self.leaders[pid])
+            return  # another task's tree
+        marker, pgid = self._identity(pid)
+        if marker in self.markers:
+            self._claim(pid, marker)
+        elif pgid in self.by_group:
+            self._claim(pid, self.by_group[pgid])
+        else:
+            for child in self.kids.get(pid, ()):
+                self.visit(child)
+
+    def _identity(self, pid: int) -> tuple[str | None, int | None]:
+        """(marker, pgid) of a live process; (None, None) for a zombie or one that cannot be read."""
+        _, _, status, proc = self.facts[pid]
+        if status == psutil.STATUS_ZOMBIE:
+            return None, None
+        marker = None
+        try:
+            marker = proc.environ().get(MARKER_ENV)
+            return marker, os.getpgid(pid)  # compared with the group recorded at spawn only
+        except (psutil.Error, OSError):
+            return marker, None
+
+    def _claim(self, pid: int, marker: str) -> None:
         stack = [pid]
         while stack:
             p = stack.pop()
-            _, created, status, _ = facts[p]
-            if status != psutil.STATUS_ZOMBIE and p not in skip:
-                found[marker].append(ProcInfo(p, created, marker))
-            stack.extend(kids.get(p, ()))
-
-    def visit(pid: int) -> None:
-        if pid in leaders:
-            if leaders[pid] in markers:
-                claim(pid, leaders[pid])
-            return  # another task's tree
-        _, _, status, proc = facts[pid]
-        marker, pgid = None, None
-        if status != psutil.STATUS_ZOMBIE:
-            try:
-                marker = proc.environ().get(MARKER_ENV)
-                pgid = os.getpgid(pid)  # compared with the group recorded at spawn only
-            except (psutil.Error, OSError):
-                pass
-        if marker in markers:
-            claim(pid, marker)
-        elif pgid in by_group:
-            claim(pid, by_group[pgid])
-        else:
-            for child in kids.get(pid, ()):
-                visit(child)
-
-    for root in kids.get(me, ()):
-        visit(root)
-    return found
+            _, created, status, _ = self.facts[p]
+            if status != psutil.STATUS_ZOMBIE and p not in self.skip:
+                self.found[marker].append(ProcInfo(p, created, marker))
+            stack.extend(self.kids.get(p, ()))
 
 
 class SharedReading(Generic[T]):
@@ -182,16 +194,32 @@ def process_table(fresh_after: float | None) -> tuple[dict[int, tuple[int, float
     return _table.get(fresh_after)
 
 
-# C901 below: replaced by the one tree search (issue 24, item 3).
-def _find_everywhere(markers: dict[str, int | None], skip: set[int]) -> dict[str, list[ProcInfo]]:  # noqa: C901
+def _find_everywhere(markers: dict[str, int | None], skip: set[int]) -> dict[str, list[ProcInfo]]:
     """Every process on the machine, by marker or recorded group; descendants of those go with them."""
-    by_group = {pgid: m for m, pgid in markers.items() if pgid is not None}
+    facts = _every_process()
+    found: dict[str, list[ProcInfo]] = {m: [] for m in markers}
+    for pid, marker in _owners(facts, markers).items():
+        _, created, _, _, status = facts[pid]
+        if pid not in skip and status != psutil.STATUS_ZOMBIE:
+            found[marker].append(ProcInfo(pid, created, marker))
+    return found
+
+
+def _every_process() -> dict[int, tuple[int, float, str | None, int | None, str]]:
+    """pid -> `proc_facts` of every readable process on the machine but this one."""
     facts = {}
     for proc in psutil.process_iter():
         if proc.pid != os.getpid():
             f = proc_facts(proc)
             if f is not None:
                 facts[proc.pid] = f
+    return facts
+
+
+def _owners(facts: dict[int, tuple[int, float, str | None, int | None, str]],
+            markers: dict[str, int | None]) -> dict[int, str]:
+    """pid -> marker of each process a task owns: by its marker or recorded group, or by an owned ancestor."""
+    by_group = {pgid: m for m, pgid in markers.items() if pgid is not None}
     owner: dict[int, str] = {}
     for pid, (_, _, marker, pgid, _) in facts.items():
         if marker in markers:
@@ -205,11 +233,4 @@ def _find_everywhere(markers: dict[str, int | None], skip: set[int]) -> dict[str
             if pid not in owner and ppid in owner:
                 owner[pid] = owner[ppid]
                 changed = True
-    found: dict[str, list[ProcInfo]] = {m: [] for m in markers}
-    for pid, marker in owner.items():
-        _, created, _, _, status = facts[pid]
-        if pid not in skip and status != psutil.STATUS_ZOMBIE:
-            found[marker].append(ProcInfo(pid, created, marker))
-    return found
-
-
+    return owner
