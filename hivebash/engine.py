@@ -7,19 +7,18 @@ The rooms are its folders, top floor first (docs/design.md draws them): verbs/ (
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import secrets
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from common.config import BashSettings
 from common.notices import Notices
-from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressReporter
-from common.protocol.tools import never_gone
+from common.protocol.tools import CallContext
 from common.todos import NoTodos, Todos
 from common.waiting import WAIT_CAP_SECONDS, Doorbell, WaitSlots
-from hivebash import output_views as ov
 from hivebash.answers.answering import Answers
 from hivebash.answers.outcomes import KillOutcome, ManyOutcome, Outcome
 from hivebash.disk.records import RecordWriter
@@ -35,11 +34,11 @@ from hivebash.tasks.registry import TaskRegistry
 from hivebash.tasks.snapshot import TaskSnapshot
 from hivebash.tasks.todo_rules import TodoCalls
 from hivebash.verbs import kill as kill_verb
-from hivebash.verbs import listing, recovery, retention
+from hivebash.verbs import listing, recovery, requests, retention
 from hivebash.verbs import run as run_verb
 from hivebash.verbs import shutdown as shutdown_verb
 from hivebash.verbs import status as status_verb
-from hivebash.verbs.arguments import MAX_CMD_BYTES, MAX_IDS
+from hivebash.verbs.requests import MAX_CMD_BYTES, MAX_IDS
 from hivebash.verbs.rooms import Rooms
 from hivebash.verbs.send import Sender, SendOutcome
 
@@ -74,6 +73,7 @@ class Engine:
             default_cwd=os.getcwd(), ids=random.Random(secrets.randbits(128)), todos=self.todo_calls.todos)
         self.registry = registry
         self.sender = Sender(registry, self.rooms.answers, self.slots, wait_cap)
+        self.limits = requests.Limits(self.rooms.default_cwd, wait_cap)
         self.housekeeper = retention.Housekeeper(wake, reaper, subreaper, self.rooms.our_markers,
                                                  self._housekeep,
                                                  lambda: registry.closing)
@@ -116,39 +116,51 @@ class Engine:
         self.store.flusher.close()
         self.rooms.wake.ring()
 
-    def run(self, cmd: str, timeout_secs: float | None = None, wait_seconds: float | None = None,
-            name: str | None = None, cwd: str | None = None, client_gone: Callable[[], bool] = never_gone,
-            wait_for: str | None = None, stdin: str | None = None, cancel: Cancellation | None = None,
-            progress: ProgressReporter = NO_PROGRESS) -> Outcome:
-        """Submit `bash -c cmd` (run.py). `stdin`: "null", "pipe" or "tty" (task_input.py); `cancel` and
-        `progress`: the call's (common/protocol/call_progress.py)."""
-        return run_verb.run(self.rooms, cmd, timeout_secs, wait_seconds, name, cwd, client_gone, wait_for, stdin,
-                            cancel, progress)
+    # The verbs, a checked request each (verbs/requests.py). Keywords are the tool's arguments, or the call's
+    # context (`call`, or its parts: client_gone, cancel, progress, operator, for in-process callers).
 
-    def status(self, task_id: str | None = None, wait_seconds: float | None = None,
-               client_gone: Callable[[], bool] = never_gone, *, ids: list[str] | None = None,
-               wait_for: str | None = None, view: ov.ViewRequest | None = None,
-               operator: bool = False, cancel: Cancellation | None = None,
-               progress: ProgressReporter = NO_PROGRESS, every: bool = False) -> Outcome | ManyOutcome:
-        """One task or several (`every`: wait for all of them), with an optional inline wait (status.py)."""
-        return status_verb.status(self.rooms, task_id, wait_seconds, client_gone, ids=ids, wait_for=wait_for,
-                                  view=view, operator=operator, cancel=cancel, progress=progress, every=every)
+    def run(self, cmd: str | None = None, **args: Any) -> Outcome:
+        """Submit `bash -c cmd` and wait inline (run.py)."""
+        call, rest = _call_of(args)
+        return run_verb.run(self.rooms, requests.check_run(_with(rest, cmd=cmd), self.limits), call)
 
-    def send(self, task_id: str, text: str | None = None, keys: list[str] | None = None, enter: bool | None = None,
-             eof: bool | None = None, wait_seconds: float | None = None, wait_for: str | None = None,
-             client_gone: Callable[[], bool] = never_gone, operator: bool = False, cancel: Cancellation | None = None,
-             progress: ProgressReporter = NO_PROGRESS) -> SendOutcome:
+    def status(self, task_id: str | None = None, **args: Any) -> Outcome | ManyOutcome:
+        """One task or several (`ids`; `all`: wait for every one), with an optional inline wait (status.py)."""
+        call, rest = _call_of(args)
+        return status_verb.status(self.rooms, requests.check_status(_with(rest, id=task_id), self.limits), call)
+
+    def send(self, task_id: str | None = None, **args: Any) -> SendOutcome:
         """Write to a running task's input, then wait a moment for what it prints (send.py). An operator's send
         clears no todo and moves no new_only cursor."""
-        return self.sender.send(task_id, text, keys, enter, eof, wait_seconds, wait_for, client_gone, operator,
-                                cancel, progress)
+        call, rest = _call_of(args)
+        return self.sender.send(requests.check_send(_with(rest, id=task_id), self.limits), call)
 
-    def kill(self, task_id: str, force: bool = False, wait_seconds: float | None = None) -> KillOutcome:
+    def kill(self, task_id: str | None = None, **args: Any) -> KillOutcome:
         """Cancel a pending task, signal a running one's group (then wait up to `wait_seconds`, default 2, for
         its end), or stop a finished task's leftover processes (kill.py)."""
-        return kill_verb.kill(self.rooms, task_id, force, wait_seconds)
+        _, rest = _call_of(args)
+        return kill_verb.kill(self.rooms, requests.check_kill(_with(rest, id=task_id), self.limits))
 
-    def list(self, state: str | None = None, limit: int | None = None,
-             offset: int = 0) -> tuple[list[TaskSnapshot], int]:
+    def list(self, **args: Any) -> tuple[list[TaskSnapshot], int]:
         """Tasks newest first, optionally of one state, from `offset`; (views without tails, total matching)."""
-        return listing.list_tasks(self.rooms, state, limit, offset)
+        _, rest = _call_of(args)
+        return listing.list_tasks(self.rooms, requests.check_list(rest))
+
+
+_CALL_PARTS = ("client_gone", "cancel", "progress", "operator")
+
+
+def _call_of(args: dict[str, Any]) -> tuple[CallContext, dict[str, Any]]:
+    """The call's context (given whole as `call`, or as its parts) and the request's own arguments."""
+    call = args.pop("call", None)
+    parts = {key: args.pop(key) for key in _CALL_PARTS if key in args and args[key] is not None}
+    if call is None:
+        call = CallContext(**parts)
+    elif parts:
+        call = dataclasses.replace(call, **parts)
+    return call, args
+
+
+def _with(args: dict[str, Any], **first: Any) -> dict[str, Any]:
+    """`args` with the positional first argument, when one was given."""
+    return {**{key: value for key, value in first.items() if value is not None}, **args}

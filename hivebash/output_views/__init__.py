@@ -28,7 +28,7 @@ from hivebash.output_views.reading import (
     ViewError,
     file_size,
 )
-from hivebash.output_views.request import DEFAULT_MAX_LINES, STREAMS, ViewRequest, check_view, render
+from hivebash.output_views.request import DEFAULT_MAX_LINES, STREAMS, ViewRequest, render
 from hivebash.output_views.tail_view import tail
 from hivebash.output_views.wait_for import PromptWatch, Watch, watch
 from hivebash.output_views.window_view import window
@@ -37,4 +37,4 @@ __all__ = ["FAILURE_LINES", "FAILURE_PATTERN", "failure_lines", "BLOCK", "CONTEX
            "GREP_SECONDS", "Gap", "LINE_CAP", "MAX_LINES_MAX", "OutputFile", "STREAMS",
            "VIEW_BUDGET", "Line", "LineIndex", "PromptWatch", "Source", "View", "ViewError", "ViewRequest", "Watch",
            "file_size",
-           "check_view", "compile_pattern", "grep", "render", "tail", "watch", "window"]
+           "compile_pattern", "grep", "render", "tail", "watch", "window"]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from hivebash.errors import EngineError
-
 KEYS: dict[str, bytes] = {
     "enter": b"\r",
     "tab": b"\t",
@@ -28,16 +26,3 @@ KEYS: dict[str, bytes] = {
 MAX_KEYS = 100
 LISTED = "ctrl-c, ctrl-d, ctrl-z, tab, esc, up, down, left, right, enter, backspace"  # the common ones, for refusals
 
-
-def key_bytes(keys: object) -> bytes:
-    """The bytes of `keys` pressed in order, or a refusal naming the unknown key."""
-    if not isinstance(keys, list) or not keys or len(keys) > MAX_KEYS:
-        raise EngineError(f"keys: must be a list of 1 to {MAX_KEYS} key names, e.g. [\"ctrl-c\"]")
-    out = bytearray()
-    for i, key in enumerate(keys):
-        code = KEYS.get(key.lower()) if isinstance(key, str) else None
-        if code is None:
-            raise EngineError(f"keys[{i}]: unknown key {key!r}; known: {LISTED}, ctrl-a to ctrl-z, home, end, "
-                              "delete, pageup, pagedown, space (plain characters go in text)")
-        out += code
-    return bytes(out)

@@ -15,21 +15,11 @@ from __future__ import annotations
 import os
 import threading
 
-from hivebash.errors import EngineError
 from hivebash.stdin.terminal import TERM, Terminal
 
 NULL, PIPE, TTY = "null", "pipe", "tty"
 KINDS = (NULL, PIPE, TTY)
 _TERM_KEY = b"TERM"
-
-
-def check_stdin(stdin: object) -> str:
-    if stdin is None:
-        return NULL
-    if stdin not in KINDS:
-        raise EngineError('stdin: must be "null" (no input, the default), "pipe" (send writes to it) or "tty" '
-                          '(a terminal: prompts, passwords, REPLs)')
-    return str(stdin)
 
 
 class InputClosed(Exception):

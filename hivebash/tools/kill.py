@@ -47,8 +47,7 @@ def kill_declaration(notices: Notices) -> dict[str, Any]:
 
 
 def _answer_kill(engine: Engine, args: KillArgs, ctx: CallContext) -> ToolResult:
-    return kill_result(engine.kill(args["id"], force=args.get("force", False),
-                                   wait_seconds=args.get("wait_seconds")))
+    return kill_result(engine.kill(call=ctx, **args))
 
 
 def kill_tool(engine: Engine | None, notices: Notices) -> Tool[KillArgs]:

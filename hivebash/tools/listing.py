@@ -45,9 +45,8 @@ LIST: dict[str, Any] = dict(
 
 
 def _answer_list(engine: Engine, args: ListArgs, ctx: CallContext) -> ToolResult:
-    offset = args.get("offset", 0)
-    views, total = engine.list(state=args.get("state"), limit=args.get("limit", 50), offset=offset)
-    return list_result(views, total, args.get("state"), offset)
+    views, total = engine.list(**({"limit": 50} | dict(args)))
+    return list_result(views, total, args.get("state"), args.get("offset", 0))
 
 
 def list_tool(engine: Engine | None) -> Tool[ListArgs]:

@@ -11,7 +11,7 @@ from common.waiting import DEFAULT_WAIT_SECONDS
 from hivebash.answers.texts import outcome_result
 from hivebash.stdin.task_input import KINDS
 from hivebash.tools.declaring import WAIT_FOR_SCHEMA, WAIT_SCHEMA, bound
-from hivebash.verbs.arguments import MAX_CMD_BYTES
+from hivebash.verbs.requests import MAX_CMD_BYTES
 
 if TYPE_CHECKING:
     from hivebash.engine import Engine
@@ -92,11 +92,7 @@ def run_declaration(default_cwd: str, notices: Notices) -> dict[str, Any]:
 
 
 def _answer_run(engine: Engine, args: RunArgs, ctx: CallContext) -> ToolResult:
-    outcome = engine.run(args["cmd"], timeout_secs=args.get("timeout_secs"), wait_seconds=args.get("wait_seconds"),
-                         name=args.get("name"), cwd=args.get("cwd"), client_gone=ctx.client_gone,
-                         wait_for=args.get("wait_for"), stdin=args.get("stdin"), cancel=ctx.cancel,
-                         progress=ctx.progress)
-    return outcome_result(outcome, started_form=True)
+    return outcome_result(engine.run(call=ctx, **args), started_form=True)
 
 
 RUN_FILE_ROUTE = "run it by its path (e.g. `bash /path/to/script.sh`; data: `cmd < /path/to/data`)"

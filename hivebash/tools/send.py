@@ -10,7 +10,8 @@ from hivebash.answers.texts import facts_line
 from hivebash.stdin.keys import LISTED, MAX_KEYS
 from hivebash.tasks.todo_rules import still_alive_line
 from hivebash.tools.declaring import ID_SCHEMA, WAIT_FOR_SCHEMA, bound
-from hivebash.verbs.send import SEND_LIMIT, SEND_WAIT_DEFAULT, SendOutcome
+from hivebash.verbs.requests import SEND_LIMIT, SEND_WAIT_DEFAULT
+from hivebash.verbs.send import SendOutcome
 
 if TYPE_CHECKING:
     from hivebash.engine import Engine
@@ -116,11 +117,7 @@ def _next_call(outcome: SendOutcome) -> str:
 
 
 def _answer_send(engine: Engine, args: SendArgs, ctx: CallContext) -> ToolResult:
-    return send_result(engine.send(args["id"], text=args.get("text"), keys=args.get("keys"),
-                                   enter=args.get("enter"), eof=args.get("eof"),
-                                   wait_seconds=args.get("wait_seconds"), wait_for=args.get("wait_for"),
-                                   client_gone=ctx.client_gone, operator=ctx.operator, cancel=ctx.cancel,
-                                   progress=ctx.progress))
+    return send_result(engine.send(call=ctx, **args))
 
 
 def send_tool(engine: Engine | None) -> Tool[SendArgs]:

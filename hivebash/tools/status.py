@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from common.notices import Notices
-from common.protocol.tools import CallContext, Tool, ToolError, ToolResult, closed_object
+from common.protocol.tools import CallContext, Tool, ToolResult, closed_object
 from hivebash import output_views as ov
 from hivebash.answers.outcomes import ManyOutcome
 from hivebash.answers.texts import many_result, outcome_result
 from hivebash.tools.declaring import ID_SCHEMA, WAIT_FOR_SCHEMA, WAIT_SCHEMA, bound
-from hivebash.verbs.arguments import MAX_IDS
+from hivebash.verbs.requests import MAX_IDS
 
 if TYPE_CHECKING:
     from hivebash.engine import Engine
@@ -78,17 +78,7 @@ def status_declaration(notices: Notices) -> dict[str, Any]:
 
 
 def _answer_status(engine: Engine, args: StatusArgs, ctx: CallContext) -> ToolResult:
-    view = ov.check_view(args.get("grep"), args.get("context"), args.get("from_line"), args.get("max_lines"),
-                         args.get("stream"), args.get("new_only"), args.get("tail_lines"))
-    ids, every = args.get("ids"), args.get("all", False)
-    if ids is not None and view != ov.ViewRequest():
-        raise ToolError("ids: shows one line a task; ask for a view (grep, from_line, tail_lines, stream, "
-                        "new_only) with id")
-    if every and ids is None:
-        raise ToolError("all: goes with ids (wait until every one of several tasks has ended)")
-    outcome = engine.status(args.get("id"), wait_seconds=args.get("wait_seconds"), client_gone=ctx.client_gone,
-                            ids=ids, wait_for=args.get("wait_for"), view=view, operator=ctx.operator,
-                            cancel=ctx.cancel, progress=ctx.progress, every=every)
+    outcome = engine.status(call=ctx, **args)
     if isinstance(outcome, ManyOutcome):
         return many_result(outcome)
     return outcome_result(outcome, started_form=False)

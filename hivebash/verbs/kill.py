@@ -1,7 +1,7 @@
 """The `kill` verb: cancel a pending task, signal a running one's group, or stop a finished task's leftovers.
 
 The worker of a running task does the rest (the grace, the sweep of what the shell left); a kill records what
-was asked and wakes it, then waits a moment (`wait_seconds`, default KILL_WAIT_SECONDS, capped at 30) for the
+was asked and wakes it, then waits a moment (`wait_seconds`, default requests.KILL_WAIT_SECONDS, capped at 30) for the
 end, so the answer says whether the task ended or ignored the signal. What a kill does is decided by the
 task's state alone (states.py).
 """
@@ -13,20 +13,20 @@ import time
 from dataclasses import dataclass
 
 from common.process_seam import ProcInfo
-from common.waiting import busy_advice, cap_wait
+from common.waiting import busy_advice
 from hivebash.answers.answering import Waited
 from hivebash.answers.outcomes import KillOutcome
 from hivebash.answers.texts import FREE_A_SLOT
 from hivebash.tasks import task as T
 from hivebash.tasks.entry import TaskEntry
+from hivebash.verbs.requests import KillRequest
 from hivebash.verbs.rooms import Rooms
 
 SIGNALLED = frozenset({T.STARTING, T.RUNNING, T.STOPPING, T.SWEEPING})  # its worker acts on a kill
-KILL_WAIT_SECONDS = 2.0  # how long a kill waits for the end by default
 
 
-def kill(rooms: Rooms, task_id: str, force: bool, wait_seconds: float | None = None) -> KillOutcome:
-    window = cap_wait(wait_seconds, default=KILL_WAIT_SECONDS, cap=rooms.wait_cap)
+def kill(rooms: Rooms, req: KillRequest) -> KillOutcome:
+    task_id, force, window = req.task_id, req.force, req.window
     action, said = _kill(rooms, task_id, force)
     waited = Waited()
     if action == "signalled" and window.seconds > 0:  # past the wait bound: answer at once, as every wait does

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from hivebash.tasks.snapshot import TaskSnapshot
-from hivebash.verbs.arguments import check_list
+from hivebash.verbs.requests import ListRequest
 from hivebash.verbs.rooms import Rooms
 
 
-def list_tasks(rooms: Rooms, state: str | None = None, limit: int | None = None,
-               offset: int = 0) -> tuple[list[TaskSnapshot], int]:
+def list_tasks(rooms: Rooms, req: ListRequest) -> tuple[list[TaskSnapshot], int]:
     """(views without tails, total matching) from `offset`; `state` is one of the shown states. Leftover
     processes are checked alive outside the lock, so the list marks only live ones."""
-    check_list(state, limit)
+    state, limit, offset = req.state, req.limit, req.offset
     with rooms.registry.locked() as tasks:
         entries = [e for e in sorted(tasks.entries(), key=lambda e: e.task.seq, reverse=True)
                    if state is None or e.task.shown_state == state]

@@ -9,53 +9,44 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 
 from common.protocol.after_answer import after_answer
-from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressReporter
-from common.protocol.tools import never_gone
+from common.protocol.tools import CallContext
 from hivebash.answers.inline_wait import wait_for_watches
 from hivebash.answers.outcomes import Outcome
 from hivebash.disk.spares import Spare
 from hivebash.errors import EngineError
-from hivebash.stdin.task_input import check_stdin
 from hivebash.tasks import task as T
 from hivebash.tasks.entry import TaskEntry
 from hivebash.tasks.registry import LockedTasks
 from hivebash.tasks.task import Task
-from hivebash.verbs.arguments import RunRequest, check_name_argument, check_run, check_wait_for
+from hivebash.verbs.requests import RunRequest
 from hivebash.verbs.rooms import Rooms
 
 SPAWN_GRACE = 0.05  # seconds run(wait_seconds=0) waits at most for the spawn of a task given a slot
 SHUT_DOWN_PENDING = "interrupted: the daemon shut down before it started"
 
 
-def run(rooms: Rooms, cmd: str, timeout_secs: float | None = None, wait_seconds: float | None = None,
-        name: str | None = None, cwd: str | None = None, client_gone: Callable[[], bool] = never_gone,
-        wait_for: str | None = None, stdin: str | None = None, cancel: Cancellation | None = None,
-        progress: ProgressReporter = NO_PROGRESS) -> Outcome:
+def run(rooms: Rooms, req: RunRequest, call: CallContext) -> Outcome:
     """Submit `bash -c cmd`; wait inline up to the capped window (or until a line of its output matches
-    `wait_for`); see todo_rules.py for todos. `client_gone()` says whether the caller hung up during the
-    wait (then the result becomes a todo). `stdin`: "null", "pipe" or "tty" (task_input.py)."""
-    req = check_run(cmd, timeout_secs, wait_seconds, cwd, rooms.default_cwd, rooms.wait_cap)
-    check_wait_for(wait_for)
-    kind = check_stdin(stdin)
-    if name is not None:
-        check_name_argument(name)
-        rooms.spares.drop(name)
-    spare = rooms.spares.take() if name is None else None
-    task = _claim(rooms, req, name, kind, spare)
+    `wait_for`); see todo_rules.py for todos. `call.client_gone()` says whether the caller hung up during the
+    wait (then the result becomes a todo)."""
+    if req.name is not None:
+        rooms.spares.drop(req.name)
+    spare = rooms.spares.take() if req.name is None else None
+    task = _claim(rooms, req, spare)
     outputs = rooms.lifecycle.write_pending(task, spare)
     entry, spawning = _queue(rooms, task, outputs, waits=req.window.seconds > 0)
     if req.window.seconds <= 0:
         return Outcome(rooms.answers.view(task.id, shows=True, settle=_await_spawn if spawning else None, brief=True),
                        req.window, 0.0, notices=rooms.answers.notices, first_answer=True)
-    watches = wait_for_watches(rooms.answers.sources, [entry], wait_for, from_start=True) if wait_for else []
-    return rooms.answers.answer_after_wait([entry], req.window, from_run=True, client_gone=client_gone, watches=watches,
-                              wait_for=wait_for, cancel=cancel, progress=progress)
+    watches = wait_for_watches(rooms.answers.sources, [entry], req.wait_for, from_start=True) if req.wait_for else []
+    return rooms.answers.answer_after_wait([entry], req.window, from_run=True, client_gone=call.client_gone,
+                                           watches=watches, wait_for=req.wait_for, cancel=call.cancel,
+                                           progress=call.progress)
 
 
-def _claim(rooms: Rooms, req: RunRequest, name: str | None, kind: str, spare: Spare | None) -> Task:
+def _claim(rooms: Rooms, req: RunRequest, spare: Spare | None) -> Task:
     """The task, its id claimed and reserved under the lock (no worker can see it yet)."""
     nonce = f"{rooms.ids.getrandbits(64):016x}"
     candidate = spare.id if spare is not None else rooms.new_id()  # checked under the lock
@@ -64,10 +55,10 @@ def _claim(rooms: Rooms, req: RunRequest, name: str | None, kind: str, spare: Sp
             if spare is not None:
                 rooms.spares.discard(spare)
             raise EngineError("the daemon is shutting down: no new tasks")
-        task_id = _claim_id(rooms, tasks, name, candidate)
+        task_id = _claim_id(rooms, tasks, req.name, candidate)
         task = Task(id=task_id, cmd=req.cmd, cwd=req.cwd, marker=f"{task_id}:{nonce}",
                     seq=tasks.next_seq(), submitted_at=time.time(), timeout_secs=req.timeout_secs,
-                    stdin=kind)
+                    stdin=req.stdin)
         tasks.reserve(task)
     return task
 

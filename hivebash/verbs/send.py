@@ -11,40 +11,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
 
 from common.notices import Notices
-from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressReporter
-from common.protocol.tools import never_gone
-from common.waiting import WaitSlots, WaitWindow, cap_wait
+from common.protocol.call_progress import Cancellation, ProgressReporter
+from common.protocol.tools import CallContext
+from common.waiting import WaitSlots, WaitWindow
 from hivebash import output_views as ov
 from hivebash.answers.answering import Answers, Waited
 from hivebash.answers.inline_wait import output_sources
 from hivebash.errors import EngineError
-from hivebash.stdin.keys import key_bytes
 from hivebash.stdin.task_input import NULL, PIPE, InputClosed, TaskInput
 from hivebash.tasks.entry import TaskEntry
 from hivebash.tasks.registry import LockedTasks, TaskRegistry
 from hivebash.tasks.snapshot import TaskSnapshot
-from hivebash.verbs.arguments import check_wait_for, check_wait_seconds
+from hivebash.verbs.requests import SendRequest
 
-SEND_LIMIT = 64 * 1024  # bytes one send may write (text, newline and keys)
-SEND_WAIT_DEFAULT = 2.0  # seconds
 # A send's wait looks at the output first this soon after the write, then at doubling intervals (up to
 # inline_wait.WATCH_RECHECK_MAX): an echo or a REPL's answer comes within a millisecond or two.
 SEND_RECHECK_FIRST = 0.001
 SEND_BUDGET = 5 * 1024  # bytes of output text in one answer (the facts and the next call fit in the rest of 8 KiB)
-
-
-@dataclass(frozen=True)
-class SendRequest:
-    """A checked send: the bytes to write and what to do after."""
-
-    data: bytes
-    eof: bool
-    window: WaitWindow
-    wait_for: str | None
-    keyed: bool  # keys were pressed (a tty's only)
 
 
 @dataclass
@@ -63,33 +48,6 @@ class SendOutcome:
     notices: Notices = Notices(True)  # whether completions reach the agent (views.Outcome.notices)
 
 
-def check_send(text: object, keys: object, enter: object, eof: object, wait_seconds: object, wait_for: object,
-               wait_cap: float) -> SendRequest:
-    """The bytes of one send, or a refusal naming the field and what to do."""
-    if text is None and keys is None and not eof and enter is not True:
-        raise EngineError("send: nothing to send; give text (a line to type), keys (e.g. [\"ctrl-c\"]) or eof: true")
-    if text is not None and not isinstance(text, str):
-        raise EngineError("text: must be a string")
-    for field, value in (("enter", enter), ("eof", eof)):
-        if value is not None and not isinstance(value, bool):
-            raise EngineError(f"{field}: must be true or false")
-    check_wait_seconds(wait_seconds)
-    check_wait_for(wait_for)
-    try:
-        data = (text or "").encode("utf-8")
-    except UnicodeEncodeError:
-        raise EngineError("text: must be valid Unicode (no lone surrogates)") from None
-    newline = enter if enter is not None else text is not None
-    pressed = key_bytes(keys) if keys is not None else b""
-    size = len(data) + bool(newline) + len(pressed)
-    if size > SEND_LIMIT:
-        raise EngineError(f"text: at most {SEND_LIMIT} bytes in one send ({size} asked); write bigger input to a "
-                          "file and redirect it, e.g. run(cmd=\"prog < input.txt\")")
-    seconds, pattern = cast("float | None", wait_seconds), cast("str | None", wait_for)  # checked above
-    return SendRequest(data + (b"\n" if newline else b"") + pressed, bool(eof),
-                       cap_wait(seconds, default=SEND_WAIT_DEFAULT, cap=wait_cap), pattern, keys is not None)
-
-
 class Sender:
     """`send`: the checks, the write, the wait and the answer's view (taking the registry's lock itself)."""
 
@@ -99,13 +57,10 @@ class Sender:
         self.slots = slots
         self.wait_cap = wait_cap
 
-    def send(self, task_id: str, text: object = None, keys: object = None, enter: object = None, eof: object = None,
-             wait_seconds: object = None, wait_for: object = None, client_gone: Callable[[], bool] = never_gone,
-             operator: bool = False, cancel: Cancellation | None = None,
-             progress: ProgressReporter = NO_PROGRESS) -> SendOutcome:
-        req = check_send(text, keys, enter, eof, wait_seconds, wait_for, self.wait_cap)
+    def send(self, req: SendRequest, call: CallContext) -> SendOutcome:
+        client_gone, operator = call.client_gone, call.operator
         with self.registry.locked() as tasks:
-            entry = tasks.get(task_id)
+            entry = tasks.get(req.task_id)
             handle = self._input(entry, req)
             tasks.agent.wait_inline([entry])  # its end, if it comes during the wait, is this answer's (no todo)
         sources = self.sources(entry)
@@ -114,7 +69,7 @@ class Sender:
         watches: list[tuple[str, ov.Watch]] = (
             [(entry.id, ov.PromptWatch(src, req.wait_for, offsets[src.stream])) for src in sources]
             if req.wait_for else [])
-        waited = self._wait(entry, req, watches, client_gone, operator, cancel, progress)
+        waited = self._wait(entry, req, watches, client_gone, operator, call.cancel, call.progress)
         with self.registry.locked() as tasks:
             view = tasks.view(entry.id)  # no tails: the output since the write is the answer's
         output = ov.tail(sources, offsets, new_only=True, budget=SEND_BUDGET,

@@ -3,40 +3,29 @@ optional inline wait for an end or a matching output line; `view` chooses what o
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressReporter
-from common.protocol.tools import never_gone
-from common.waiting import cap_wait
+from common.protocol.tools import CallContext
 from hivebash import output_views as ov
 from hivebash.answers.inline_wait import wait_for_watches
 from hivebash.answers.outcomes import ManyOutcome, Outcome
 from hivebash.tasks import task as T
-from hivebash.verbs.arguments import check_ids, check_wait_for, check_wait_seconds
+from hivebash.verbs.requests import StatusRequest
 from hivebash.verbs.rooms import Rooms
 
 MANY_VIEW = ov.ViewRequest(tail_lines=3)  # status(ids): each ended task's last lines
 RECORD_GRACE = 5.0  # seconds a status without a wait waits at most for a just-ended task's record (a disk write)
 
 
-def status(rooms: Rooms, task_id: str | None = None, wait_seconds: float | None = None,
-           client_gone: Callable[[], bool] = never_gone, *, ids: list[str] | None = None,
-           wait_for: str | None = None, view: ov.ViewRequest | None = None,
-           operator: bool = False, cancel: Cancellation | None = None,
-           progress: ProgressReporter = NO_PROGRESS, every: bool = False) -> Outcome | ManyOutcome:
+def status(rooms: Rooms, req: StatusRequest, call: CallContext) -> Outcome | ManyOutcome:
     """An `operator`'s status is not the agent's read: it clears no todo and moves no new_only cursor. With
     `ids`, the wait ends when the next of those still running ends (`every`: when all have); one that had
     ended before the call ends no wait."""
-    check_wait_seconds(wait_seconds)
-    check_wait_for(wait_for)
-    wanted = check_ids(task_id, ids)
-    window = cap_wait(wait_seconds, default=0.0, cap=rooms.wait_cap)
+    window, operator, client_gone = req.window, call.operator, call.client_gone
     answers = rooms.answers
     with rooms.registry.locked() as tasks:
-        entries = [tasks.get(i) for i in wanted]
+        entries = [tasks.get(i) for i in req.ids]
         ended_before = {e.id for e in entries if e.task.terminal}
         wait_on = [e for e in entries if e.id not in ended_before]
-        registered = window.seconds > 0 and bool(wait_on) and (ids is not None or not ended_before)
+        registered = window.seconds > 0 and bool(wait_on) and (req.many or not ended_before)
         if registered:
             tasks.agent.wait_inline(entries)
         else:
@@ -46,15 +35,18 @@ def status(rooms: Rooms, task_id: str | None = None, wait_seconds: float | None 
             for entry in entries:
                 if entry.task.ended and not operator:
                     tasks.agent.hand_over(entry, client_gone)
-    shows = ids is None and not operator  # the answer shows the agent this task's output
+    shows = not req.many and not operator  # the answer shows the agent this task's output
     if registered:
-        watches = wait_for_watches(answers.sources, entries, wait_for, from_start=False) if wait_for else []
+        watches = wait_for_watches(answers.sources, entries, req.wait_for, from_start=False) if req.wait_for else []
         outcome = answers.answer_after_wait(entries, window, from_run=False, client_gone=client_gone, watches=watches,
-                               wait_for=wait_for, operator=operator, view=view, shows=shows, cancel=cancel,
-                               progress=progress, wait_on=wait_on, every=every)
+                                            wait_for=req.wait_for, operator=operator, view=req.view, shows=shows,
+                                            cancel=call.cancel, progress=call.progress, wait_on=wait_on,
+                                            every=req.every)
     else:
         first = next((e for e in entries if e.task.ended), entries[0])
-        outcome = Outcome(answers.view(first.id, view, shows), window, 0.0, wait_for=wait_for, notices=answers.notices)
-    if ids is None:
+        outcome = Outcome(answers.view(first.id, req.view, shows), window, 0.0, wait_for=req.wait_for,
+                          notices=answers.notices)
+    if not req.many:
         return outcome
-    return ManyOutcome([answers.view(e.id, MANY_VIEW, shows=False) for e in entries], outcome, ended_before, every)
+    return ManyOutcome([answers.view(e.id, MANY_VIEW, shows=False) for e in entries], outcome, ended_before,
+                       req.every)

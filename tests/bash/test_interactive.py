@@ -18,7 +18,7 @@ from common.protocol.tools import CallContext, ToolArgumentsError
 from hivebash.engine import Engine
 from hivebash.errors import EngineError
 from hivebash.tools import build_registry
-from hivebash.verbs.send import SEND_LIMIT
+from hivebash.verbs.requests import SEND_LIMIT
 
 AGENT, OPERATOR = CallContext(structured=True), CallContext(structured=True, operator=True)
 ANSWER_BOUND = 8 * 1024
