@@ -84,7 +84,7 @@ def line_end_after(fd: int, offset: int) -> int:
     return offset + nl + 1 if nl >= 0 else offset
 
 
-def line_start_before(fd: int, offset: int) -> int:
+def line_start_at_or_before(fd: int, offset: int) -> int:
     """Just past the last `\\n` before `offset` (within LINE_SEARCH), else `offset` itself."""
     lo = max(0, offset - LINE_SEARCH)
     nl = os.pread(fd, offset - lo, lo).rfind(b"\n")
@@ -228,7 +228,7 @@ class OutputGuard:
         """Free the middle: from the end of the head (or of the range freed before) to the newest
         tail_bytes, both edges moved to a line end when one is near."""
         gap = (task.dropped or {}).get(w.stream)
-        start = gap[0] if gap else line_start_before(fd, head_bytes(self.limit))
+        start = gap[0] if gap else line_start_at_or_before(fd, head_bytes(self.limit))
         # From the page the last range ended in: its start is dropped already, and a page is freed only whole.
         begin = max(start, gap[1] & -PAGE) if gap else start
         end = line_end_after(fd, size - tail_bytes(self.limit))

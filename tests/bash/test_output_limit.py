@@ -11,7 +11,6 @@ import pytest
 from kit.hivebash_testkit import wait_until
 from small_disk import mount_ramfs, mount_small_disk, unmount
 
-from hivebash import output_views as ov
 from hivebash.disk.output_limit import FAST_RATE, LOOK_MIN
 
 LIMIT = 1 << 20
@@ -106,12 +105,12 @@ def test_grep_and_windows_name_the_right_lines_across_the_gap(disk, make_engine)
     first_after = int(data[end:].split(b"\n", 1)[0])
     assert first_after > head_rows + 1
     assert data[:start].endswith(b"\n%d\n" % head_rows)  # whole lines on both sides
-    grep = engine.status(done.task.id, view=ov.check_view(grep=rf"^({head_rows}|{first_after + 1}|{rows})$")).view
+    grep = engine.status(done.task.id, grep=rf"^({head_rows}|{first_after + 1}|{rows})$").view
     text = grep.output.text
     assert f"stdout:{head_rows}: {head_rows}\n" in text, text  # before the gap: exact
     assert f"stdout:~{head_rows + 3}: {first_after + 1}\n" in text, text  # after: counted from the gap, marked
     assert "counted from the gap" in text
-    window = engine.status(done.task.id, view=ov.check_view(from_line=head_rows, max_lines=3)).view.output.text
+    window = engine.status(done.task.id, from_line=head_rows, max_lines=3).view.output.text
     lines = window.splitlines()[1:]
     assert lines[0] == f"{head_rows}: {head_rows}" and "dropped from the middle" in lines[1], window
     assert lines[2] == f"~{head_rows + 2}: {first_after}", window
