@@ -8,7 +8,7 @@ import pytest
 
 from common.disk.whole_files import punch_hole
 from hivebash import output_views as ov
-from hivebash.disk.output_limit import line_end_after, line_start_before
+from hivebash.disk.output_limit import line_end_after, line_start_at_or_before
 
 LINES = 200_000
 LIMIT = 1 << 20
@@ -25,7 +25,7 @@ def holed(tmp_path):
     path.write_bytes(b"".join(_row(n) for n in range(1, LINES + 1)))
     fd = os.open(path, os.O_RDWR)
     try:
-        start = line_start_before(fd, LIMIT // 8)
+        start = line_start_at_or_before(fd, LIMIT // 8)
         end = line_end_after(fd, os.fstat(fd).st_size - LIMIT // 2)
         try:
             punch_hole(fd, start, end - start)
