@@ -92,6 +92,10 @@ class ServerSettings:
     ready_file: Path | None = knob(None, "path",
                                    "Once listening, write {url, pid} as JSON here (tests and scripts wait on it).")
     log_level: Literal["debug", "info", "warning", "error"] = knob("info", "level", "How much the daemon logs.")
+    metrics: Literal["on", "off"] = knob(
+        "on", "switch", "Serve GET /metrics (the Prometheus text format) behind the same checks as /mcp: the "
+        "listening address, Host, the caller's uid, the bearer token. off: 404."
+    )
 
     @property
     def body_ceiling_bytes(self) -> int:

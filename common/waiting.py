@@ -78,10 +78,16 @@ class WaitSlots:
         self.limit = limit
         self._lock = threading.Lock()
         self._in_use = 0
+        self.refused = 0  # waits that found every slot taken (the metrics count them)
+
+    @property
+    def in_use(self) -> int:
+        return self._in_use
 
     def try_acquire(self) -> bool:
         with self._lock:
             if self._in_use >= self.limit:
+                self.refused += 1
                 return False
             self._in_use += 1
             return True

@@ -57,6 +57,7 @@ def daemon_main(**options: Any) -> None:
     from common.serving.daemon_main import run_daemon
     from common.todos.delivery import TodoDelivery
     from hivebash.engine import Engine
+    from hivebash.metrics import bash_metrics
     from hivebash.processes.reaper import become_subreaper
     from hivebash.tools import build_registry
 
@@ -71,7 +72,8 @@ def daemon_main(**options: Any) -> None:
         engine = Engine(settings, todos, subreaper=subreaper)
     except OSError as exc:  # e.g. the path runs through a regular file, or a read-only mount
         raise click.ClickException(f"--state-dir {settings.state_dir}: cannot be used: {exc.strerror or exc}") from None
-    app = McpApp(build_registry(engine), "bash", package_version(), settings)
+    metrics = bash_metrics(engine, todos) if settings.metrics == "on" else None
+    app = McpApp(build_registry(engine), "bash", package_version(), settings, metrics)
     run_daemon(app, settings, engine, todos, listener)
 
 

@@ -55,6 +55,7 @@ def daemon_main(**options: Any) -> None:
     from common.serving.daemon_main import run_daemon
     from common.todos.delivery import TodoDelivery
     from hivesubagent.engine import SOURCE, SubagentEngine
+    from hivesubagent.metrics import subagent_metrics
     from hivesubagent.tools import build_registry
 
     # Refusals, the lock and the port before the outbox is read back; `state` holds the lock.
@@ -73,7 +74,8 @@ def daemon_main(**options: Any) -> None:
     except OSError as exc:  # a full disk must not stop the daemon: only the operator's CLI needs the record
         _log.warning("cannot write %s (%s): `hive-subagent list` and `log` look in the current directory until "
                     "a restart writes it", state.path / where.RECORD_NAME, exc.strerror or exc)
-    app = McpApp(build_registry(engine), SERVER_NAME, package_version(), settings)
+    metrics = subagent_metrics(engine, todos) if settings.metrics == "on" else None
+    app = McpApp(build_registry(engine), SERVER_NAME, package_version(), settings, metrics)
     run_daemon(app, settings, engine, todos, listener)
 
 

@@ -81,7 +81,7 @@ class SubagentEngine:
         self.runner = TurnRunner(self.table, settings, todos, self.workdir, self.env,
                                  Path(settings.state_dir).absolute() / "subagent",
                                  ops if ops is not None else LinuxProcessOps())
-        self._slots = WaitSlots(max(1, settings.max_inline_waits))
+        self.slots = WaitSlots(max(1, settings.max_inline_waits))
 
     # ------------------------------------------------------------------------------------------ the verbs
 
@@ -158,7 +158,7 @@ class SubagentEngine:
                 raise SubagentError(f"name: {name!r} is not running (its start did not get as far as running claude)")
         self.runner.stop(turn, force=force, reason="interrupt(force=true)" if force else "interrupt")
         grace = self.settings.kill_grace
-        wait = waits.wait_stopped(self.table, turn, AFTER_KILL_SECONDS + (0 if force else grace), self._slots, grace)
+        wait = waits.wait_stopped(self.table, turn, AFTER_KILL_SECONDS + (0 if force else grace), self.slots, grace)
         view = self._view(turn)
         view["wait"] = wait
         return view
@@ -199,7 +199,7 @@ class SubagentEngine:
             if name not in running and self.sessions.find(name) is None:
                 raise _unknown("names", name, self.sessions.project_dir)
         window = cap_wait(wait_seconds, default=0.0)
-        waited = waits.wait_turns(self.table, turns, want_all, window, self._slots, progress, cancel)
+        waited = waits.wait_turns(self.table, turns, want_all, window, self.slots, progress, cancel)
         return {"sessions": [self._status_of(n, None) for n in names], "wait": waited.as_dict()}
 
     def steps(self, name: str, offset: int = 0) -> Steps:

@@ -10,7 +10,7 @@ import difflib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import jsonschema
 from jsonschema import Draft202012Validator
@@ -18,6 +18,9 @@ from jsonschema.validators import extend
 
 from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressReporter
 from common.protocol.quick_check import compile_quick_check
+
+if TYPE_CHECKING:
+    from common.metrics.tool_calls import ToolCallMetrics
 
 log = logging.getLogger(__name__)
 
@@ -236,6 +239,7 @@ class ToolRegistry:
         # Most calls are answered by the quick check alone (common/protocol/quick_check.py); jsonschema judges the rest.
         self._validators: dict[str, Any] = {}
         self._quick: dict[str, Callable[[dict[str, Any]], bool] | None] = {}
+        self.metrics: ToolCallMetrics | None = None  # set by the daemon that serves /metrics
         for tool in tools:
             self.add(tool)
 
@@ -266,10 +270,24 @@ class ToolRegistry:
 
     def call(self, name: str, arguments: Any, ctx: CallContext | None = None) -> ToolResult:
         """Validate and run one call. Raises UnknownTool / ToolArgumentsError (protocol errors);
-        every failure inside the handler comes back as an `isError` ToolResult."""
+        every failure inside the handler comes back as an `isError` ToolResult. With `metrics` set, each call
+        of a known tool is counted by its outcome and timed (common/metrics/tool_calls.py)."""
         tool = self._tools.get(name)
         if tool is None:
             raise UnknownTool(name)
+        if self.metrics is None:
+            return self._call(tool, arguments, ctx)[0]
+        call = self.metrics.began(name)
+        outcome = "invalid_arguments"
+        try:
+            result, outcome = self._call(tool, arguments, ctx)
+        finally:
+            self.metrics.ended(call, outcome)
+        return result
+
+    def _call(self, tool: Tool[Any], arguments: Any, ctx: CallContext | None) -> tuple[ToolResult, str]:
+        """The result and its outcome for the metrics ("ok", "error", "internal_error")."""
+        name = tool.name
         quick = self._quick[name]
         if quick is not None and isinstance(arguments, dict) and quick(arguments):
             args = arguments
@@ -280,10 +298,11 @@ class ToolRegistry:
         # jsonschema, just above), and so the handler's TypedDict of that schema (tests/test_tool_args.py holds
         # the two equal). Tool[Any] passes it through untouched: no cast, no copy, nothing checked again.
         try:
-            return tool.handler(args, ctx or CallContext())
+            result = tool.handler(args, ctx or CallContext())
         except ToolError as exc:
-            return ToolResult(text=str(exc), data={"error": str(exc)}, is_error=True)
+            return ToolResult(text=str(exc), data={"error": str(exc)}, is_error=True), "error"
         except Exception as exc:  # the server keeps serving; the operator gets the traceback in the log
             log.exception("tool %s failed unexpectedly", name)
             message = f"internal error in tool {name!r}: {type(exc).__name__}: {exc}"[:500]
-            return ToolResult(text=message, data={"error": message}, is_error=True)
+            return ToolResult(text=message, data={"error": message}, is_error=True), "internal_error"
+        return result, "error" if result.is_error else "ok"

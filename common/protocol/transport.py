@@ -41,6 +41,9 @@ from werkzeug.wrappers import Request, Response
 
 from common.config import ServerSettings
 from common.json_text import compact
+from common.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from common.metrics import MetricsRegistry
+from common.metrics.tool_calls import ToolCallMetrics
 from common.protocol import after_answer
 from common.protocol.event_stream import StreamedCall
 from common.protocol.http_guard import Guard, read_token_file
@@ -53,6 +56,7 @@ log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
 HEALTH_PATH = "/healthz"
+METRICS_PATH = "/metrics"
 SESSION_HEADER = "Mcp-Session-Id"
 VERSION_HEADER = "MCP-Protocol-Version"
 # Batches exist only in this revision (added in 2025-03-26, removed in 2025-06-18).
@@ -84,6 +88,10 @@ Answer = Response | JsonAnswer  # what a route returns
 
 def _plain(status: int, text: str, headers: dict[str, str] | None = None) -> Answer:
     return Response(text + "\n", status=status, headers=headers, mimetype="text/plain")
+
+
+def _unauthorized() -> Answer:
+    return _plain(401, "Unauthorized: a valid bearer token is required", {"WWW-Authenticate": 'Bearer realm="hive"'})
 
 
 def _invalid(rule: str) -> RpcError:
@@ -121,11 +129,28 @@ def _is_json_content(request: McpRequest) -> bool:
     return content_type.split(";", 1)[0].strip().lower() == "application/json"
 
 
-class McpApp:
-    """WSGI app: POST/GET/DELETE /mcp (both eras) and GET /healthz."""
+def _answered(call: StreamedCall | None, reply: dict[str, Any], plain: Callable[[], Answer]) -> Answer:
+    """`plain()`, or the end of the call's stream when it streamed (common/protocol/event_stream.py)."""
+    return plain() if call is None else call.answer(reply, plain)
 
-    def __init__(self, registry: ToolRegistry, server_name: str, server_version: str, settings: ServerSettings):
+
+def _metrics_page(request: McpRequest, metrics: MetricsRegistry, guard: Guard) -> Answer:
+    """GET /metrics, behind the token of /mcp (the Host, Origin and caller's uid are checked before)."""
+    if not guard.token_ok(request.header("Authorization")):
+        return _unauthorized()
+    if request.method not in ("GET", "HEAD"):
+        return _plain(405, "Method Not Allowed", {"Allow": "GET, HEAD"})
+    return Response(metrics.text(), content_type=METRICS_CONTENT_TYPE)
+
+
+class McpApp:
+    """WSGI app: POST/GET/DELETE /mcp (both eras), GET /healthz, and GET /metrics when `metrics` is given."""
+
+    def __init__(self, registry: ToolRegistry, server_name: str, server_version: str, settings: ServerSettings,
+                 metrics: MetricsRegistry | None = None):
         self.registry = registry
+        self.metrics = metrics
+        registry.metrics = ToolCallMetrics(metrics, [t.name for t in registry.tools()]) if metrics else None
         self.methods = McpMethods(registry, settings.max_body_bytes)
         self.server_info = {"name": server_name, "version": server_version}
         self.settings = settings
@@ -160,11 +185,12 @@ class McpApp:
             if request.method not in ("GET", "HEAD"):
                 return _plain(405, "Method Not Allowed", {"Allow": "GET, HEAD"})
             return JsonAnswer({"ok": True, "server": self.server_info})
+        if request.path == METRICS_PATH and self.metrics is not None:
+            return _metrics_page(request, self.metrics, self.guard)
         if request.path != MCP_PATH:
             return _plain(404, f"Not Found: the MCP endpoint is {MCP_PATH}")
         if not self.guard.token_ok(request.header("Authorization")):
-            return _plain(401, "Unauthorized: a valid bearer token is required",
-                          {"WWW-Authenticate": 'Bearer realm="hive"'})
+            return _unauthorized()
         version = request.header(VERSION_HEADER)
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             return self._modern(request)
@@ -177,11 +203,6 @@ class McpApp:
             return None
         return StreamedCall(request.environ, request.start_response, body.get("params"), version,
                             request.header("Accept"))
-
-    @staticmethod
-    def _answered(call: StreamedCall | None, reply: dict[str, Any], plain: Callable[[], Answer]) -> Answer:
-        """`plain()`, or the end of the call's stream when it streamed (common/protocol/event_stream.py)."""
-        return plain() if call is None else call.answer(reply, plain)
 
     def _read_json(self, request: McpRequest) -> Any:
         """The decoded body, or RpcError(PARSE_ERROR) / 413 as a RequestEntityTooLarge. A body over
@@ -258,10 +279,10 @@ class McpApp:
             result.setdefault("resultType", "complete")
             result = self.methods.serialise(body["method"], version, result)
         except RpcError as err:
-            return self._answered(call, error_body(request_id, err), lambda: self._modern_error(request_id, err))
+            return _answered(call, error_body(request_id, err), lambda: self._modern_error(request_id, err))
         result.setdefault("_meta", {})[mcp_types.SERVER_INFO_META_KEY] = self.server_info
         reply = {"jsonrpc": "2.0", "id": request_id, "result": result}
-        return self._answered(call, reply, lambda: JsonAnswer(reply))
+        return _answered(call, reply, lambda: JsonAnswer(reply))
 
     def _modern_notification(self, request: McpRequest, body: dict[str, Any]) -> Answer:
         """Acknowledge and drop (202): the 2026 wire defines no client notifications a server acts on."""
@@ -308,7 +329,7 @@ class McpApp:
         if reply is None:
             return Response(status=202)
         status = 400 if "error" in reply and reply["error"]["code"] in (PARSE_ERROR, INVALID_REQUEST) else 200
-        return self._answered(call, reply, lambda: JsonAnswer(reply, status))
+        return _answered(call, reply, lambda: JsonAnswer(reply, status))
 
     def _initialize(self, body: dict[str, Any]) -> Answer:
         request_id = body.get("id")

@@ -92,6 +92,7 @@ class TodoDelivery:
         self._state = IDLE
         self._failing_since: float | None = None
         self.last_error: str | None = None
+        self.delivered = self.failures = 0  # requests the harness accepted; requests that failed (metrics)
         self._outbox = Outbox(Path(state_dir).absolute() / OUTBOX_DIRNAME / self.source, fsync=fsync)
         self._pending = PendingTodos(self.source, self._outbox)
         self._thread = threading.Thread(target=self._run, name=f"todos-{self.source}", daemon=True)
@@ -172,7 +173,8 @@ class TodoDelivery:
         with self._cond:
             return {"state": self._state, "pending": len(self._pending), "socket": str(self.socket_path or ""),
                     "last_error": self.last_error, "busy": self._kick or self._in_flight is not None,
-                    "thread_alive": self._thread.is_alive()}
+                    "thread_alive": self._thread.is_alive(), "delivered": self.delivered,
+                    "failures": self.failures}
 
     def _submit(self, key: str, message: dict[str, Any]) -> bool:
         try:
@@ -265,6 +267,8 @@ class TodoDelivery:
         """Record one request's outcome (caller holds `_cond`)."""
         self._in_flight = None
         self._pending.settle(entry, outcome.reached, outcome.delivered)
+        self.delivered += outcome.delivered
+        self.failures += not outcome.delivered
         if outcome.delivered:
             self._delay = self.backoff_initial
             if self._failing_since is not None:

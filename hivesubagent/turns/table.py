@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from common.notices import Notices
@@ -20,6 +22,23 @@ from hivesubagent.turns import turn as T
 from hivesubagent.turns.turn import TURN_STATES, Turn
 
 ENDED_KEPT = 1000  # names whose last turn's outcome the engine remembers (what a transcript cannot say)
+
+
+@dataclass
+class EndedTally:
+    """The turns ended since the daemon started: how many of each outcome, what they cost, their tokens."""
+
+    outcomes: Counter[str] = field(default_factory=Counter)
+    cost_usd: float = 0.0
+    tokens: Counter[str] = field(default_factory=Counter)  # "input" (cache reads and writes included), "output"
+
+    def add(self, turn: Turn) -> None:
+        if turn.outcome is not None:
+            self.outcomes[turn.outcome.kind] += 1
+        self.cost_usd += turn.turn_cost or 0.0
+        progress = turn.stream.progress.view()
+        self.tokens["input"] += progress["input_tokens"] or 0
+        self.tokens["output"] += progress["output_tokens"] or 0
 
 
 class TurnTable:
@@ -35,6 +54,7 @@ class TurnTable:
         self._ended: dict[str, Turn] = {}
         # Counts every notified change (a state, a stream event): a waiter that reports progress sees each.
         self.changes = 0
+        self.ended = EndedTally()  # every turn ended since the start, for /metrics
 
     def changed_locked(self) -> None:
         """Something about a turn changed (its state, claude's stream, its todo): wake every waiter."""
@@ -84,6 +104,7 @@ class TurnTable:
         self.changed_locked()
 
     def remember_ended_locked(self, turn: Turn) -> None:
+        self.ended.add(turn)
         self._ended.pop(turn.name, None)
         self._ended[turn.name] = turn
         while len(self._ended) > ENDED_KEPT:

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 COST_PER_TURN = 0.01
+REPLY_TOKENS = (12, 5)  # the usage of the reply (input, output), as claude's assistant lines carry one
 
 
 def now() -> str:
@@ -146,7 +147,8 @@ def main() -> int:
         out({"type": "user", "message": result, "session_id": session_id})
     reply = directive(prompt, "reply") or f"fake reply to: {prompt[:40]}"
     message = {"id": f"msg_{uuid.uuid4().hex[:8]}", "model": model, "role": "assistant",
-               "content": [{"type": "text", "text": reply}], "stop_reason": "end_turn"}
+               "content": [{"type": "text", "text": reply}], "stop_reason": "end_turn",
+               "usage": {"input_tokens": REPLY_TOKENS[0], "output_tokens": REPLY_TOKENS[1]}}
     write({"type": "assistant", "message": message, "timestamp": now()})
     out({"type": "assistant", "message": message, "session_id": session_id})
     if title:

@@ -17,7 +17,17 @@ from urllib.parse import urlsplit
 import pytest
 from daemon_harness import start_daemon, wait_until
 from kit.daemons_kit import BASH_DAEMON, BIN, BashDaemon, task_processes
-from kit.robust_kit import META, MODERN, RawResponse, build_request, host_of, modern_call, post_json, result_text
+from kit.robust_kit import (
+    META,
+    MODERN,
+    RawResponse,
+    build_request,
+    exchange,
+    host_of,
+    modern_call,
+    post_json,
+    result_text,
+)
 
 NOBODY = 65534
 SUBAGENT_DAEMON = BIN / "hive-subagent-daemon"
@@ -275,7 +285,11 @@ def call_as(uid: int, url: str, tool: str, arguments: dict) -> RawResponse:
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
     headers = [("Host", host_of(url)), ("Content-Type", "application/json"), ("Accept", "application/json"),
                ("MCP-Protocol-Version", MODERN), ("Mcp-Method", "tools/call"), ("Mcp-Name", tool)]
-    request = build_request("POST", "/mcp", "HTTP/1.1", headers, body)
+    return send_as(uid, url, build_request("POST", "/mcp", "HTTP/1.1", headers, body))
+
+
+def send_as(uid: int, url: str, request: bytes) -> RawResponse:
+    """One raw HTTP request sent by a process running as `uid`, and the status and body it got."""
     parts = urlsplit(url)
     out = subprocess.run([NOBODY_PYTHON, "-c", _RAW_CLIENT, parts.hostname, str(parts.port), request.hex()],
                          user=uid, group=uid, extra_groups=[], cwd="/", capture_output=True, text=True, timeout=90)
@@ -293,6 +307,21 @@ def test_another_uid_is_refused_by_the_bash_daemon(tmp_path, bash_daemon):
     assert not proof.exists(), "a command ran for uid 65534"
     assert bash_daemon.tasks() == []
     assert "refused a connection from uid 65534" in bash_daemon.daemon.log()
+
+
+@as_nobody
+def test_another_uid_gets_403_on_metrics_too(tmp_path, daemon_argv):
+    """/metrics says what runs and what it costs: the caller's uid is checked there as on /mcp."""
+    d = start_daemon(daemon_argv(tmp_path / "state"), tmp_path)
+    try:
+        request = build_request("GET", "/metrics", "HTTP/1.1", [("Host", host_of(d.url))], b"")
+        resp = send_as(NOBODY, d.url, request)
+        assert resp.status == 403 and b"uid 65534" in resp.body, (resp.status, resp.body)
+        assert b"hive_" not in resp.body
+        own = exchange(d.url, request, "GET")
+        assert own.status == 200 and b"_tool_calls_total" in own.body, (own.status, own.body[:300])
+    finally:
+        d.stop()
 
 
 @pytest.mark.slow

@@ -100,12 +100,12 @@ def test_an_interrupt_with_every_wait_slot_taken_answers_at_once_saying_what_was
     engine, todos, pid = turn
     ops.ignore = {INT}  # still running when the answer is made; the kill_grace SIGKILL ends it
     tools = build_registry(engine)
-    taken = _take_every_slot(engine._slots)
+    taken = _take_every_slot(engine.slots)
     try:
         answer = tools.call("interrupt", {"name": "t"})
     finally:
         for _ in range(taken):
-            engine._slots.release()
+            engine.slots.release()
     text = answer.text
     assert answer.data["wait"]["skipped"] is True and answer.data["state"] == "stopping", answer.data
     assert " wait_skipped=busy" in text.splitlines()[0] and not answer.is_error, text

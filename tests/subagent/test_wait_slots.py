@@ -35,7 +35,7 @@ def test_a_wait_with_every_slot_taken_answers_at_once_busy(engine_factory, fake_
     holder = threading.Thread(target=hold)
     holder.start()
     try:
-        wait_until(lambda: _taken(engine._slots), 10, "the first wait to take the only slot")
+        wait_until(lambda: _taken(engine.slots), 10, "the first wait to take the only slot")
         text = tools.call("status", {"name": "long", "wait_seconds": 5}).text
         assert "wait_skipped=busy" in text, text
         assert ("(no inline wait: every inline-wait slot is taken by other calls; do not retry at once: do other work "
