@@ -84,7 +84,8 @@ class ServerSettings:
     )
     # Bodies over max_body_bytes but within this many times it are still read (waitress spools a body past its
     # 512 KiB inbuf_overflow to a temporary file, so memory stays bounded): an agent's 2 MB `cmd` then gets a
-    # tool error it can act on, where a plain 413 told it nothing (issue 27). Above it: 413 before the body.
+    # tool error it can act on, where a plain 413 tells it nothing and it retries the same call. Above it: 413
+    # before the body.
     OVERSIZED_CALL_FACTOR: ClassVar[int] = 8
     session_ttl: float = knob(3600.0, "seconds",
                               "Idle handshake-era sessions expire after this (Claude Code never sends DELETE).")

@@ -2,8 +2,8 @@
 
 Every file a daemon writes (task records, the todo outbox, the transcript index, the ready file) goes through
 `write_all`: `write(2)` may take only part of the bytes on a nearly full disk, and a record whose tail is
-missing was renamed into place before (issue 25: a 12,288-byte prefix of a record, then "skipping unreadable
-task record" after a restart and the task lost). `write_all` loops until every byte is written or raises
+missing, once renamed into place, is a torn record (a 12,288-byte prefix, say) that a restart skips as
+unreadable, and the task is lost. `write_all` loops until every byte is written or raises
 the OSError that stopped it (ENOSPC); `replace_whole` writes a temp file that way and renames it into place
 only once it is whole, so a reader finds the old file or the new one, never a torn one.
 

@@ -1,5 +1,5 @@
 """What a tools/call whose body is over the request limit is told: which argument made it large, by how much, and
-what to do instead (issue 27: a plain-text HTTP 413 taught the model nothing, so it retried the same call). What
+what to do instead (a plain-text HTTP 413 teaches the model nothing, so it retries the same call). What
 to do is the tool's own (`Tool.file_route`): a bash `run` runs a script by its path, a subagent's `continue`
 names the file in a short prompt; the sentence around it is written once, here.
 

@@ -8,9 +8,9 @@ to arrive, and room for a new caller when idle connections crowd the connection 
 - Request deadlines: a request whose headers and body have not all arrived `body_timeout` seconds after its
   first byte is cut off (408): waitress would otherwise hold a stalled chunked upload until its idle timeout
   (120 s), so a few hundred of them would lock the agent out. A new connection must bring its first whole
-  request within `first_request_timeout` of being accepted, for the same reason: about 200 connections that
-  never sent a byte filled the limit and every caller waited 120 s (issue 25). A connection whose request is
-  being served (a 30 s inline wait, a streamed answer) is never idle.
+  request within `first_request_timeout` of being accepted, for the same reason: a couple of hundred
+  connections that never send a byte would fill the limit and make every caller wait 120 s. A connection
+  whose request is being served (a 30 s inline wait, a streamed answer) is never idle.
 - Room near the limit: when a new connection brings the count within ROOM of `--connection-limit`, the idle
   connections that waited longest are closed (those that never sent a request first), so a caller is let in
   at once instead of waiting in the backlog for a deadline. Only idle ones: nothing partly read or answered.

@@ -17,8 +17,8 @@ COMPACT_MIN_LINES and four times the entries still pending, at start-up, and aft
 line must not run into the next one). A line that does not parse (a power cut in the middle of a write) is
 skipped with a warning.
 
-A full disk (issue 25): the journal keeps ROOM bytes of disk blocks allocated past its end
-(common/whole_files.reserve), topped up as lines use them, so lines still land while the disk is full. What
+A full disk: the journal keeps ROOM bytes of disk blocks allocated past its end
+(common/disk/whole_files.reserve), topped up as lines use them, so lines still land while the disk is full. What
 cannot be written even so is kept in memory, written by the next rewrite, and said in the log (how many todos
 a crash would lose now). A journal removed under the daemon (`rm -r todos/`) is made again from memory by
 `repair_if_removed`, which the delivery thread and the engines call off the tool calls' path.

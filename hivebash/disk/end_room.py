@@ -1,6 +1,6 @@
 """Room on the state disk for a task's end: the disk blocks its terminal record will need, reserved when the
-task starts (common/whole_files.reserve), so the end is recorded even once the task's own output has filled
-the disk (issue 25). Also whether the disk is full now, and whether a task's output may have lost writes to
+task starts (common/disk/whole_files.reserve), so the end is recorded even once the task's own output has
+filled the disk. Also whether the disk is full now, and whether a task's output may have lost writes to
 it, for the task's note.
 
 An output that lost a write for want of room ends on a block's edge: the kernel takes a write a page or block
