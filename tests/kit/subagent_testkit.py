@@ -11,3 +11,16 @@ def wait_for_turns(engine, predicate, seconds):
     """Wait until `predicate()` holds, re-checked at every change of a turn (state, stream, todo)."""
     with engine.table.cond:
         return engine.table.wait_locked(predicate, seconds)
+
+
+class Reports:
+    """A client that asked for progress: what a wait reported while it went on (the transport's side is
+    tests/common's)."""
+
+    wanted = True
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def report(self, progress: float, total: float | None, message: str) -> None:
+        self.messages.append(message)

@@ -9,6 +9,7 @@ import threading
 
 import pytest
 from daemon_harness import wait_until
+from kit.subagent_testkit import Reports
 
 from hivesubagent.tools import build_registry
 
@@ -114,17 +115,6 @@ def test_wait_arguments_are_checked(engine_factory, claude_bin, real_env, prompt
         result = tools.call("status", json.loads(args))
         assert result.is_error and message in result.text, (args, result.text)
 
-
-class Reports:
-    """A client that asked for progress: what the wait reported (the transport's side is tests/common's)."""
-
-    wanted = True
-
-    def __init__(self) -> None:
-        self.messages: list[str] = []
-
-    def report(self, progress: float, total: float | None, message: str) -> None:
-        self.messages.append(message)
 
 
 def test_a_wait_reports_the_turns_progress_and_a_cancel_ends_it(engine_factory, claude_bin, real_env,

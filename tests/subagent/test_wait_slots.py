@@ -10,6 +10,7 @@ import threading
 
 from daemon_harness import wait_until
 from kit.gate import Gate
+from kit.subagent_testkit import Reports
 
 from common.protocol.tools import CallContext
 from hivesubagent.tools import build_registry
@@ -52,17 +53,6 @@ def test_a_wait_with_every_slot_taken_answers_at_once_busy(engine_factory, fake_
     assert "wait_skipped" not in after and "still running" in after, after
     engine.interrupt("next", force=True)
 
-
-class Reports:
-    """A client that asked for progress: what the wait reported while it went on."""
-
-    wanted = True
-
-    def __init__(self) -> None:
-        self.messages: list[str] = []
-
-    def report(self, progress: float, total: float | None, message: str) -> None:
-        self.messages.append(message)
 
 
 def test_an_all_wait_goes_on_past_the_first_end(engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path):
