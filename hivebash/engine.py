@@ -72,7 +72,7 @@ class Engine:
             spares=self.spares, ops=ops, reaper=reaper, wake=wake, subreaper=subreaper, wait_cap=wait_cap,
             default_cwd=os.getcwd(), ids=random.Random(secrets.randbits(128)), todos=self.todo_calls.todos)
         self.registry = registry
-        self.sender = Sender(registry, self.rooms.answers, self.slots, wait_cap)
+        self.sender = Sender(registry, self.rooms.answers)
         self.limits = requests.Limits(self.rooms.default_cwd, wait_cap)
         self.housekeeper = retention.Housekeeper(wake, reaper, subreaper, self.rooms.our_markers,
                                                  self._housekeep,

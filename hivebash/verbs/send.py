@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from common.notices import Notices
 from common.protocol.call_progress import Cancellation, ProgressReporter
 from common.protocol.tools import CallContext
-from common.waiting import WaitSlots, WaitWindow
+from common.waiting import WaitWindow
 from hivebash import output_views as ov
 from hivebash.answers.answering import Answers, Waited
 from hivebash.answers.inline_wait import output_sources
@@ -51,11 +51,9 @@ class SendOutcome:
 class Sender:
     """`send`: the checks, the write, the wait and the answer's view (taking the registry's lock itself)."""
 
-    def __init__(self, registry: TaskRegistry, answers: Answers, slots: WaitSlots, wait_cap: float):
+    def __init__(self, registry: TaskRegistry, answers: Answers):
         self.registry = registry
         self.answers = answers
-        self.slots = slots
-        self.wait_cap = wait_cap
 
     def send(self, req: SendRequest, call: CallContext) -> SendOutcome:
         client_gone, operator = call.client_gone, call.operator
