@@ -5,7 +5,7 @@ session did is claude's own transcript (sessions.py). A daemon restart stops wha
 does so under systemd; `shutdown()` does it without) and `continue` reattaches to the transcript afterwards.
 
 Rooms: turn.py (a turn and its state table), turns.py (the table and its one condition), runner.py (spawn,
-watch, signal, record the end), views.py (what the tools and todos say), arguments.py (checks). Locks and
+watch, signal, record the end), views.py (what the tools and todos say), requests.py (the checks). Locks and
 states are described in docs/design.md, "Threads and locks" and "States".
 """
 
@@ -16,13 +16,14 @@ import os
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from common.config import SubagentSettings
 from common.notices import Notices
 from common.process_seam import LinuxProcessOps, ProcessOps
 from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressReporter
 from common.todos import Todos
-from common.waiting import WaitSlots, cap_wait
+from common.waiting import WaitSlots
 from hivesubagent.answers.pages import OffsetError, page
 from hivesubagent.answers.shapes import (
     PageData,
@@ -33,8 +34,15 @@ from hivesubagent.answers.shapes import (
     TurnView,
     WaitedSessions,
 )
-from hivesubagent.arguments import open_prompt_file, prompt_text, session_name, turn_bounds
 from hivesubagent.errors import SubagentError
+from hivesubagent.requests import (
+    StatusRequest,
+    check_continue,
+    check_interrupt,
+    check_start,
+    check_status,
+    open_prompt_file,
+)
 from hivesubagent.transcripts.index_file import IndexKeeper
 from hivesubagent.transcripts.log import last_turn_page
 from hivesubagent.transcripts.sessions import LiveSession, SessionStore, Transcript
@@ -85,25 +93,22 @@ class SubagentEngine:
 
     # ------------------------------------------------------------------------------------------ the verbs
 
-    def start(self, name: str, prompt_file: str, model: str | None = None, trigger: str | None = None,
-              max_budget_usd: float | None = None, max_turns: int | None = None,
-              timeout_minutes: float | None = None) -> TurnView:
+    def start(self, name: Any = None, prompt_file: Any = None, **args: Any) -> TurnView:
         """Archive a finished session of `name`, start a fresh one; return once claude is confirmed running."""
-        name = session_name(name)
-        prompt = claude.START_NUDGE if trigger is None else prompt_text(trigger, "trigger")
-        bounds = turn_bounds(self.settings, max_budget_usd, max_turns, timeout_minutes)
-        fd = open_prompt_file(prompt_file)
+        request = check_start(_with(args, name=name, prompt_file=prompt_file), self.settings)
+        name, bounds = request.name, request.bounds
+        fd = open_prompt_file(request.prompt_file)
         try:
             session_id = str(uuid.uuid4())
             transcript = self.sessions.transcript_path(session_id)
-            turn = self.table.reserve(
-                name, lambda: Turn(name, "start", session_id, transcript, model, prompt, 1, 0.0, bounds))
+            turn = self.table.reserve(name, lambda: Turn(name, "start", session_id, transcript, request.model,
+                                                         request.prompt, 1, 0.0, bounds))
             try:
                 self._refuse_if_live_elsewhere(name=name)
                 turn.archived = self.sessions.archive(name)
                 for path in turn.archived:
                     log.info("session %s: archived %s", name, path)
-                argv = claude.start_argv(self.settings.claude_bin, name, session_id, f"/dev/fd/{fd}", model,
+                argv = claude.start_argv(self.settings.claude_bin, name, session_id, f"/dev/fd/{fd}", request.model,
                                          bounds.budget_usd, bounds.max_turns)
                 self.runner.spawn(turn, argv, pass_fds=(fd,))
             except BaseException:
@@ -116,13 +121,12 @@ class SubagentEngine:
         view["archived"] = [str(p) for p in turn.archived]
         return view
 
-    def continue_(self, name: str, prompt: str, model: str | None = None, max_budget_usd: float | None = None,
-                  max_turns: int | None = None, timeout_minutes: float | None = None) -> TurnView:
+    def continue_(self, name: Any = None, prompt: Any = None, **args: Any) -> TurnView:
         """A new turn of the session named `name` on disk, resumed by its id."""
-        name = session_name(name)
-        prompt = prompt_text(prompt, "prompt")
-        bounds = turn_bounds(self.settings, max_budget_usd, max_turns, timeout_minutes)
-        turn = self.table.reserve(name, lambda: Turn(name, "continue", "", Path(), model, prompt, 0, None, bounds))
+        request = check_continue(_with(args, name=name, prompt=prompt), self.settings)
+        name, model, bounds = request.name, request.model, request.bounds
+        turn = self.table.reserve(name, lambda: Turn(name, "continue", "", Path(), model, request.prompt, 0, None,
+                                                     bounds))
         try:
             found = self.sessions.find(name)
             if found is None:
@@ -143,11 +147,12 @@ class SubagentEngine:
             raise
         return self._confirm(turn)
 
-    def interrupt(self, name: str, force: bool = False) -> TurnView:
+    def interrupt(self, name: Any = None, **args: Any) -> TurnView:
         """SIGINT (or SIGKILL with `force`) to the running turn of `name`; answer with its outcome when it ends
         within the grace period (a soft interrupt becomes SIGKILL after `kill_grace`). Its `wait` says how the
         wait went: with every inline-wait slot taken it answers at once (`skipped`)."""
-        name = session_name(name)
+        request = check_interrupt(_with(args, name=name))
+        name, force = request.name, request.force
         with self.table.cond:
             turn = self.table.running_locked(name)
             if turn is None:
@@ -166,10 +171,12 @@ class SubagentEngine:
     def status(self, name: str | None = None, result_offset: int | None = None) -> SessionList | SessionAnswer:
         """One session (running or from its transcript), or every known session when `name` is None.
         With `result_offset`: a page of the last turn's whole result text from that character on."""
-        if name is None and result_offset is not None:
-            raise SubagentError("result_offset: needs name (it pages one session's last result)")
-        if name is not None:
-            return self._status_of(session_name(name), result_offset)
+        return self.sessions_of(check_status(_with({}, name=name, result_offset=result_offset)))
+
+    def sessions_of(self, request: StatusRequest) -> SessionList | SessionAnswer:
+        """A `list` or `one` status request's answer."""
+        if request.kind == "one":
+            return self._status_of(request.names[0], request.result_offset)
         with self.table.cond:
             running = [views.turn_view(t, self.settings.result_chars) for t in self.table.running_locked()]
         seen = {v["name"] for v in running}
@@ -185,27 +192,34 @@ class SubagentEngine:
 
     def wait_status(self, names: list[str], wait_seconds: float | None = None, want_all: bool = False,
                     progress: ProgressReporter = NO_PROGRESS, cancel: Cancellation | None = None) -> WaitedSessions:
-        """`status(names=[...], wait_seconds=N, all=...)` (or one name): wait (capped at 30 s) until the first of
-        the named turns running now ends (with `want_all`, every one), then each session's view. A session
-        already finished before the call does not end the wait; with none running it answers at once. `progress`
-        and `cancel` are the call's (common/protocol/call_progress.py)."""
-        names = [session_name(n) for n in names]
-        if len(set(names)) != len(names):
-            raise SubagentError("names: must not name the same session twice")
+        """`status(names=[...], wait_seconds=N, all=...)`: see `waited`."""
+        request = check_status(_with({}, names=names, wait_seconds=wait_seconds, all=want_all or None))
+        return self.waited(request, progress, cancel)
+
+    def waited(self, request: StatusRequest, progress: ProgressReporter = NO_PROGRESS,
+               cancel: Cancellation | None = None) -> WaitedSessions:
+        """A `wait` status request: wait (capped at 30 s) until the first of the named turns running now ends
+        (with `every`, each one), then each session's view. A session already finished before the call does
+        not end the wait; with none running it answers at once. `progress` and `cancel` are the call's
+        (common/protocol/call_progress.py)."""
+        names = request.names
         with self.table.cond:
             turns = [t for n in names if (t := self.table.running_locked(n)) is not None]
         running = {t.name for t in turns}
         for name in names:
             if name not in running and self.sessions.find(name) is None:
                 raise _unknown("names", name, self.sessions.project_dir)
-        window = cap_wait(wait_seconds, default=0.0)
-        waited = waits.wait_turns(self.table, turns, want_all, window, self.slots, progress, cancel)
+        waited = waits.wait_turns(self.table, turns, request.every, request.window, self.slots, progress, cancel)
         return {"sessions": [self._status_of(n, None) for n in names], "wait": waited.as_dict()}
 
     def steps(self, name: str, offset: int = 0) -> Steps:
-        """`status(name, steps=true)`: a page of the session's last turn as readable steps (hive-subagent log's
+        """`status(name, steps=true)`: see `steps_of`."""
+        return self.steps_of(check_status({"name": name, "steps": True, "steps_offset": offset}))
+
+    def steps_of(self, request: StatusRequest) -> Steps:
+        """A `steps` status request: a page of the session's last turn as readable steps (hive-subagent log's
         rendering), read from claude's transcript, running or not."""
-        name = session_name(name)
+        name, offset = request.names[0], request.steps_offset
         with self.table.cond:
             turn = self.table.running_locked(name)
             path, running = (turn.transcript, True) if turn is not None and turn.spawned is not None else (None, False)
@@ -310,3 +324,8 @@ class SubagentEngine:
             return page(text, offset).as_dict()
         except OffsetError as exc:
             raise SubagentError(str(exc)) from None
+
+
+def _with(args: dict[str, Any], **first: Any) -> dict[str, Any]:
+    """`args` with the positional arguments, where given."""
+    return {**{key: value for key, value in first.items() if value is not None}, **args}

@@ -12,11 +12,11 @@ docs/design.md, "MCP clients").
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Required, TypedDict, cast
+from typing import Any, Required, TypedDict
 
 from common.names import NAME_RULE
 from common.notices import NO_SOCKET, Notices
-from common.protocol.tools import Args, CallContext, Tool, ToolError, ToolRegistry, ToolResult, closed_object
+from common.protocol.tools import Args, CallContext, Tool, ToolRegistry, ToolResult, closed_object
 from hivesubagent.answers.texts import (
     render_list,
     render_many,
@@ -26,21 +26,19 @@ from hivesubagent.answers.texts import (
     turn_result,
 )
 from hivesubagent.engine import SubagentEngine
+from hivesubagent.requests import MAX_NAMES, MODEL_RULE, StatusRequest, check_status
 
 NAME_SCHEMA = {
     "type": "string",
     "pattern": f"^{NAME_RULE}$",
     "description": f"Session name: {NAME_RULE} (lowercase letters, digits, '-'; 1 to 63 characters).",
 }
-# A model id or alias as claude takes it ("opus", "claude-opus-4-5", "sonnet[1m]", a Bedrock ARN); never
-# starting with '-', so it cannot be read as a flag.
 MODEL_SCHEMA = {
     "type": "string",
-    "pattern": r"^[A-Za-z0-9][A-Za-z0-9._:/@\[\]-]{0,199}$",
+    "pattern": f"^{MODEL_RULE}$",
     "description": "Model for claude's --model (an alias such as 'sonnet' or a full model id). "
                    "Omit for claude's default.",
 }
-MAX_NAMES = 32  # sessions one status call may wait on
 TEXT_LIMIT = 1_000_000  # characters; the transport's body limit (1 MiB) binds first
 
 BUDGET_SCHEMA = {
@@ -310,67 +308,35 @@ def _described(schema: Any, facts: dict[str, Any]) -> Any:
 
 
 def _start(engine: SubagentEngine, args: StartArgs, ctx: CallContext) -> ToolResult:
-    view = engine.start(args["name"], args["prompt_file"], args.get("model"), args.get("trigger"),
-                        args.get("max_budget_usd"), args.get("max_turns"), args.get("timeout_minutes"))
-    return turn_result(view, "started", engine.notices)
+    return turn_result(engine.start(**args), "started", engine.notices)
 
 
 def _continue(engine: SubagentEngine, args: ContinueArgs, ctx: CallContext) -> ToolResult:
-    view = engine.continue_(args["name"], args["prompt"], args.get("model"), args.get("max_budget_usd"),
-                            args.get("max_turns"), args.get("timeout_minutes"))
-    return turn_result(view, "continued", engine.notices)
+    return turn_result(engine.continue_(**args), "continued", engine.notices)
 
 
 def _interrupt(engine: SubagentEngine, args: InterruptArgs, ctx: CallContext) -> ToolResult:
-    view = engine.interrupt(args["name"], args.get("force", False))
-    return turn_result(view, "interrupted", engine.notices)
+    return turn_result(engine.interrupt(**args), "interrupted", engine.notices)
 
 
 def _status(engine: SubagentEngine, args: SubagentStatusArgs, ctx: CallContext) -> ToolResult:
-    # Each key read once into a name of its type: a misspelt key (an `object`) is then a mypy error even where
-    # its value is only tested. The schema has no nulls, so "is not None" is "was given".
-    name, names = args.get("name"), args.get("names")
-    wait_seconds: float | None = args.get("wait_seconds")
-    every: bool = args.get("all", False)
-    result_offset: int | None = args.get("result_offset")
-    steps: bool = args.get("steps", False)
-    steps_offset: int | None = args.get("steps_offset")
-    if name is not None and names is not None:
-        raise ToolError("names: give name (one session) or names (several), not both")
-    if every and names is None:
-        raise ToolError("all: goes with names (it waits for every one of several sessions)")
-    if names is not None or (name is not None and wait_seconds is not None):
-        if result_offset is not None:
-            raise ToolError("result_offset: pages one finished session's result; call status(name=..., "
-                            "result_offset=N) without names or wait_seconds")
-        return _status_wait(engine, [cast(str, name)] if names is None else names, wait_seconds, every, ctx,
-                            single=names is None)
-    if wait_seconds is not None:
-        raise ToolError("wait_seconds: goes with name or names (the sessions to wait for)")
-    if steps or steps_offset is not None:
-        return _status_steps(engine, name, steps, steps_offset, result_offset)
-    data = engine.status(name, result_offset)
-    if "sessions" in data:
-        return ToolResult(text=render_list(data), data=data)
-    return ToolResult(text=render_session(data), data=data)
+    request = check_status(args)
+    match request.kind:
+        case "wait":
+            return _waited(engine, request, ctx)
+        case "steps":
+            steps = engine.steps_of(request)
+            return ToolResult(text=render_steps(steps), data=steps)
+        case _:
+            data = engine.sessions_of(request)
+            if "sessions" in data:
+                return ToolResult(text=render_list(data), data=data)
+            return ToolResult(text=render_session(data), data=data)
 
 
-def _status_wait(engine: SubagentEngine, names: list[str], wait_seconds: float | None, every: bool,
-                 ctx: CallContext, single: bool) -> ToolResult:
-    data = engine.wait_status(names, wait_seconds, every, ctx.progress, ctx.cancel)
-    if single:
+def _waited(engine: SubagentEngine, request: StatusRequest, ctx: CallContext) -> ToolResult:
+    data = engine.waited(request, ctx.progress, ctx.cancel)
+    if request.single:
         session, wait = data["sessions"][0], data["wait"]
         return ToolResult(text=render_waited(session, wait), data={**session, "wait": wait})
     return ToolResult(text=render_many(data), data=data)
-
-
-def _status_steps(engine: SubagentEngine, name: str | None, steps: bool, offset: int | None,
-                  result_offset: int | None) -> ToolResult:
-    if name is None:
-        raise ToolError("steps: needs name (it pages one session's last turn)")
-    if not steps:
-        raise ToolError("steps_offset: goes with steps=true")
-    if result_offset is not None:
-        raise ToolError("result_offset: pages the result, steps the steps; ask for one at a time")
-    data = engine.steps(name, 0 if offset is None else offset)
-    return ToolResult(text=render_steps(data), data=data)
