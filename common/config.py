@@ -195,6 +195,10 @@ class SubagentSettings(ServerSettings):
     extra_env: tuple[str, ...] = knob(
         (), "KEY=VALUE", "Extra environment for claude (e.g. IS_SANDBOX=1 when running as root).", multiple=True
     )
+    allowed_cwd_roots: tuple[str, ...] = knob(
+        (), "path", "A directory tree a start's cwd may name (repeatable). Unset: --workdir's tree only.",
+        multiple=True
+    )
     max_running: int = knob(4, "count",
                             "Sessions running at once; a start past this is refused (each is a full claude).")
     turn_timeout: float = knob(

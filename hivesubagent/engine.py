@@ -35,12 +35,16 @@ from hivesubagent.answers.shapes import (
     WaitedSessions,
 )
 from hivesubagent.errors import SubagentError
+from hivesubagent.places.book import Place, PlaceBook
+from hivesubagent.places.finder import SessionPlaces
+from hivesubagent.places.worktrees import Worktrees
 from hivesubagent.requests import (
     StatusRequest,
     check_continue,
     check_interrupt,
     check_start,
     check_status,
+    cwd_roots,
     open_prompt_file,
 )
 from hivesubagent.transcripts.index_file import IndexKeeper
@@ -68,6 +72,17 @@ def _unknown(field: str, name: str, project_dir: Path) -> SubagentError:
     return SubagentError(f"{field}: no session named {name!r}: not running, and no transcript in {project_dir}")
 
 
+def refuse_if_live_elsewhere(sessions: SessionStore, name: str | None = None, session_id: str | None = None) -> None:
+    """Claude runs that this daemon did not start (an operator's, or a survivor of a daemon crash without
+    systemd) are refused too: two writers on one transcript corrupt it."""
+    for live in sessions.live_sessions():
+        if (session_id and live.session_id == session_id) or (name and live.name == name and live.session_id):
+            raise SubagentError(
+                f"refused: session {live.session_id} ({live.name or 'unnamed'}) is running in another claude "
+                f"process (pid {live.pid}) that this daemon did not start"
+            )
+
+
 class SubagentEngine:
     def __init__(self, settings: SubagentSettings, todos: Todos, *, base_env: Mapping[str, str] | None = None,
                  ops: ProcessOps | None = None):
@@ -81,6 +96,10 @@ class SubagentEngine:
         extra = claude.parse_extra_env(settings.extra_env)
         self.env = claude.child_env(os.environ if base_env is None else base_env, extra, self.workdir)
         self.sessions = SessionStore(self.workdir, self.env)
+        state = Path(settings.state_dir).absolute()
+        self.worktrees = Worktrees(state / "worktrees", self.env, state / "subagent")
+        self.places = SessionPlaces(self.sessions, PlaceBook(state), self.worktrees)
+        self.cwd_roots = cwd_roots(settings.allowed_cwd_roots, self.workdir)
         self.index_keeper = IndexKeeper(self.sessions, Path(settings.state_dir))
         if not self.index_keeper.start():
             log.info("transcripts still being indexed in the background (a first start on a large folder)")
@@ -88,31 +107,39 @@ class SubagentEngine:
         self.table = TurnTable(settings.max_running, self.notices)
         self.runner = TurnRunner(self.table, settings, todos, self.workdir, self.env,
                                  Path(settings.state_dir).absolute() / "subagent",
-                                 ops if ops is not None else LinuxProcessOps())
+                                 ops if ops is not None else LinuxProcessOps(), self.worktrees)
         self.slots = WaitSlots(max(1, settings.max_inline_waits))
 
     # ------------------------------------------------------------------------------------------ the verbs
 
     def start(self, name: Any = None, prompt_file: Any = None, **args: Any) -> TurnView:
-        """Archive a finished session of `name`, start a fresh one; return once claude is confirmed running."""
-        request = check_start(_with(args, name=name, prompt_file=prompt_file), self.settings)
+        """Archive a finished session of `name`, start a fresh one (in its `cwd`, in a worktree of its own);
+        return once claude is confirmed running."""
+        request = check_start(_with(args, name=name, prompt_file=prompt_file), self.settings, self.workdir,
+                              self.cwd_roots)
         name, bounds = request.name, request.bounds
         fd = open_prompt_file(request.prompt_file)
         try:
             session_id = str(uuid.uuid4())
-            transcript = self.sessions.transcript_path(session_id)
-            turn = self.table.reserve(name, lambda: Turn(name, "start", session_id, transcript, request.model,
+            turn = self.table.reserve(name, lambda: Turn(name, "start", session_id, Path(), request.model,
                                                          request.prompt, 1, 0.0, bounds))
+            old = self.places.book.get(name)
             try:
-                self._refuse_if_live_elsewhere(name=name)
-                turn.archived = self.sessions.archive(name)
+                refuse_if_live_elsewhere(self.sessions, name=name)
+                place = self.places.new_place(name, request.cwd, request.worktree, request.options, old)
+                with self.table.cond:
+                    turn.transcript = self.places.store(place.cwd).transcript_path(session_id)
+                    turn.place = None if place == Place(self.workdir) else place
+                turn.archived = self.places.archive(name, place.cwd)
                 for path in turn.archived:
                     log.info("session %s: archived %s", name, path)
+                self.places.book.put(name, turn.place)
                 argv = claude.start_argv(self.settings.claude_bin, name, session_id, f"/dev/fd/{fd}", request.model,
-                                         bounds.budget_usd, bounds.max_turns)
+                                         bounds.budget_usd, bounds.max_turns, request.options)
                 self.runner.spawn(turn, argv, pass_fds=(fd,))
             except BaseException:
                 unarchive(turn)
+                self.places.put_back(name, old)
                 self.table.release(turn)
                 raise
         finally:
@@ -122,25 +149,30 @@ class SubagentEngine:
         return view
 
     def continue_(self, name: Any = None, prompt: Any = None, **args: Any) -> TurnView:
-        """A new turn of the session named `name` on disk, resumed by its id."""
+        """A new turn of the session named `name` on disk, resumed by its id, where the session runs; options
+        given replace the session's own for this turn only."""
         request = check_continue(_with(args, name=name, prompt=prompt), self.settings)
         name, model, bounds = request.name, request.model, request.bounds
         turn = self.table.reserve(name, lambda: Turn(name, "continue", "", Path(), model, request.prompt, 0, None,
                                                      bounds))
         try:
-            found = self.sessions.find(name)
+            place, found = self.places.place(name), self.places.find(name)
             if found is None:
                 raise SubagentError(
-                    f"name: no session named {name!r} in {self.sessions.project_dir} (start it first; "
+                    f"name: no session named {name!r} in {self.places.project_dir(name)} (start it first; "
                     "archived ones are not resumed)"
                 )
-            self._refuse_if_live_elsewhere(session_id=found.session_id)
+            self.places.check_still_there(name, place)
+            refuse_if_live_elsewhere(self.sessions, session_id=found.session_id)
+            options = request.options.over(place.options)
             with self.table.cond:
                 turn.session_id, turn.transcript = found.session_id, found.path
                 turn.number, turn.cost_before = found.turns + 1, found.cost_usd
                 turn.model = model or found.model  # without --model claude keeps the session's last model
+                turn.place = None if place == Place(self.workdir, None, options) else Place(
+                    place.cwd, place.worktree, options)
             argv = claude.continue_argv(self.settings.claude_bin, found.session_id, model, bounds.budget_usd,
-                                        bounds.max_turns)
+                                        bounds.max_turns, options)
             self.runner.spawn(turn, argv)
         except BaseException:
             self.table.release(turn)
@@ -181,11 +213,7 @@ class SubagentEngine:
             running = [views.turn_view(t, self.settings.result_chars) for t in self.table.running_locked()]
         seen = {v["name"] for v in running}
         # Several transcripts may carry one name (made outside the daemon); the newest is the session.
-        unique: dict[str, Transcript] = {}
-        for t in self.sessions.list():
-            if t.name and t.name not in seen:
-                unique.setdefault(t.name, t)
-        listed = list(unique.items())
+        listed = [(named, t) for named, t in self.places.named() if named not in seen]
         live = self.sessions.live_sessions()
         finished: list[SessionAnswer] = [self._transcript_view(t, named, live) for named, t in listed[:LIST_LIMIT]]
         return {"sessions": [*running, *finished], "running": len(running), "more": max(0, len(listed) - LIST_LIMIT)}
@@ -207,8 +235,8 @@ class SubagentEngine:
             turns = [t for n in names if (t := self.table.running_locked(n)) is not None]
         running = {t.name for t in turns}
         for name in names:
-            if name not in running and self.sessions.find(name) is None:
-                raise _unknown("names", name, self.sessions.project_dir)
+            if name not in running and self.places.find(name) is None:
+                raise _unknown("names", name, self.places.project_dir(name))
         waited = waits.wait_turns(self.table, turns, request.every, request.window, self.slots, progress, cancel)
         return {"sessions": [self._status_of(n, None) for n in names], "wait": waited.as_dict()}
 
@@ -224,9 +252,9 @@ class SubagentEngine:
             turn = self.table.running_locked(name)
             path, running = (turn.transcript, True) if turn is not None and turn.spawned is not None else (None, False)
         if path is None:
-            found = self.sessions.find(name)
+            found = self.places.find(name)
             if found is None:
-                raise _unknown("name", name, self.sessions.project_dir)
+                raise _unknown("name", name, self.places.project_dir(name))
             path = found.path
         try:
             number, got = last_turn_page(path, offset)
@@ -268,16 +296,6 @@ class SubagentEngine:
 
     # ------------------------------------------------------------------------------------------ helpers
 
-    def _refuse_if_live_elsewhere(self, name: str | None = None, session_id: str | None = None) -> None:
-        """Claude runs that this daemon did not start (an operator's, or a survivor of a daemon crash without
-        systemd) are refused too: two writers on one transcript corrupt it."""
-        for live in self.sessions.live_sessions():
-            if (session_id and live.session_id == session_id) or (name and live.name == name and live.session_id):
-                raise SubagentError(
-                    f"refused: session {live.session_id} ({live.name or 'unnamed'}) is running in another claude "
-                    f"process (pid {live.pid}) that this daemon did not start"
-                )
-
     def _confirm(self, turn: Turn) -> TurnView:
         """Wait (bounded by confirm_wait) for claude's init line or an early exit; then answer."""
         with self.table.cond:
@@ -295,12 +313,12 @@ class SubagentEngine:
                 raise SubagentError(f"result_offset: {name!r} is running turn {view['turn']}; its result can be read "
                                     f"once it ends: status(name={name!r}, wait_seconds=30) waits for that")
             return view
-        found = self.sessions.find(name)
+        found = self.places.find(name)
         if found is None:
-            raise _unknown("name", name, self.sessions.project_dir)
+            raise _unknown("name", name, self.places.project_dir(name))
         session = self._transcript_view(found, name, self.sessions.live_sessions(), with_work=True)
         if result_offset is not None:
-            session["result_page"] = self._result_page(found, result_offset)
+            session["result_page"] = result_page(self.table, found, result_offset)
         return session
 
     def _transcript_view(self, t: Transcript, name: str, live: list[LiveSession],
@@ -308,22 +326,25 @@ class SubagentEngine:
         """`with_work`: what the last turn did too (ours remembers it; else one read of the transcript)."""
         other = next((s for s in live if s.session_id == t.session_id), None)
         ours = self.table.ended_turn_of(t)
+        place = self.places.book.get(name)
         work = None
         if with_work and (ours is None or ours.work is None):
-            found = read_turn_work(t.path, self.workdir, self.sessions.turn_start(t.path))
+            found = read_turn_work(t.path, place.cwd if place else self.workdir, self.sessions.turn_start(t.path))
             work = None if found is None else found.as_dict()
-        return views.transcript_view(t, name, self.settings.result_chars, other, ours, work)
+        stat = self.places.worktree_stat(place) if with_work else None  # now: the agent may have merged since
+        return views.transcript_view(t, name, self.settings.result_chars, other, ours, work, place, stat)
 
-    def _result_page(self, t: Transcript, offset: int) -> PageData:
-        """A page of the last turn's whole result, read from claude's transcript (so it survives a restart)."""
-        text = t.last_turn.result_text if t.last_turn is not None else ""
-        ours = self.table.ended_turn_of(t)
-        if not text and ours is not None and ours.outcome is not None:
-            text = ours.outcome.result_text  # a turn whose only text came in the stream (an error's result line)
-        try:
-            return page(text, offset).as_dict()
-        except OffsetError as exc:
-            raise SubagentError(str(exc)) from None
+
+def result_page(table: TurnTable, t: Transcript, offset: int) -> PageData:
+    """A page of the last turn's whole result, read from claude's transcript (so it survives a restart)."""
+    text = t.last_turn.result_text if t.last_turn is not None else ""
+    ours = table.ended_turn_of(t)
+    if not text and ours is not None and ours.outcome is not None:
+        text = ours.outcome.result_text  # a turn whose only text came in the stream (an error's result line)
+    try:
+        return page(text, offset).as_dict()
+    except OffsetError as exc:
+        raise SubagentError(str(exc)) from None
 
 
 def _with(args: dict[str, Any], **first: Any) -> dict[str, Any]:

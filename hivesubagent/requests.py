@@ -14,12 +14,14 @@ import re
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from common.config import SubagentSettings
 from common.names import InvalidName, check_name
 from common.waiting import WaitWindow, cap_wait
 from hivesubagent.errors import SubagentError
+from hivesubagent.places.options import ClaudeOptions
 from hivesubagent.turns.claude import START_NUDGE
 from hivesubagent.turns.turn import TurnBounds
 
@@ -27,8 +29,10 @@ from hivesubagent.turns.turn import TurnBounds
 # starting with '-', so it cannot be read as a flag.
 MODEL_RULE = r"[A-Za-z0-9][A-Za-z0-9._:/@\[\]-]{0,199}"
 MAX_NAMES = 32  # sessions one status call may wait on
-START_FIELDS = ("name", "prompt_file", "model", "trigger", "max_budget_usd", "max_turns", "timeout_minutes")
-CONTINUE_FIELDS = ("name", "prompt", "model", "max_budget_usd", "max_turns", "timeout_minutes")
+OPTION_FIELDS = ("tools", "allowed_tools", "disallowed_tools", "effort")
+START_FIELDS = ("name", "prompt_file", "model", "trigger", "max_budget_usd", "max_turns", "timeout_minutes", "cwd",
+                "worktree", *OPTION_FIELDS)
+CONTINUE_FIELDS = ("name", "prompt", "model", "max_budget_usd", "max_turns", "timeout_minutes", *OPTION_FIELDS)
 STATUS_FIELDS = ("name", "names", "wait_seconds", "all", "result_offset", "steps", "steps_offset")
 StatusKind = Literal["list", "one", "wait", "steps"]
 
@@ -42,16 +46,21 @@ class StartRequest:
     prompt: str
     model: str | None
     bounds: TurnBounds
+    cwd: Path  # the real path of the directory it works in (default --workdir)
+    worktree: bool  # in a git worktree of its own of the repository holding cwd
+    options: ClaudeOptions
 
 
 @dataclass(frozen=True)
 class ContinueRequest:
-    """A checked `continue`: the session, the turn's prompt, its model (None: the session's) and caps."""
+    """A checked `continue`: the session, the turn's prompt, its model (None: the session's), caps and the
+    options it gives for this turn (those not given: the session's)."""
 
     name: str
     prompt: str
     model: str | None
     bounds: TurnBounds
+    options: ClaudeOptions
 
 
 @dataclass(frozen=True)
@@ -82,18 +91,23 @@ def _known(verb: str, args: Mapping[str, Any], fields: tuple[str, ...]) -> None:
             raise SubagentError(f"{key}: not an argument of {verb} (it takes {', '.join(fields)})")
 
 
-def check_start(args: Mapping[str, Any], settings: SubagentSettings) -> StartRequest:
+def check_start(args: Mapping[str, Any], settings: SubagentSettings, workdir: Path | None = None,
+                roots: tuple[Path, ...] | None = None) -> StartRequest:
+    """`workdir` and `roots`: the engine's resolved --workdir and --allowed-cwd-roots (else from `settings`)."""
     _known("start", args, START_FIELDS)
     name, trigger = session_name(args.get("name")), args.get("trigger")
     prompt = START_NUDGE if trigger is None else prompt_text(trigger, "trigger")
     model, bounds, path = model_name(args.get("model")), _bounds_of(args, settings), args.get("prompt_file")
-    return StartRequest(name, _prompt_path(path), prompt, model, bounds)
+    workdir = workdir or Path(settings.workdir).expanduser().resolve()
+    cwd = working_directory(args.get("cwd"), roots or cwd_roots(settings.allowed_cwd_roots, workdir), workdir)
+    return StartRequest(name, _prompt_path(path), prompt, model, bounds, cwd,
+                        _flag(args.get("worktree", False), "worktree"), claude_options(args))
 
 
 def check_continue(args: Mapping[str, Any], settings: SubagentSettings) -> ContinueRequest:
     _known("continue", args, CONTINUE_FIELDS)
     return ContinueRequest(session_name(args.get("name")), prompt_text(args.get("prompt"), "prompt"),
-                           model_name(args.get("model")), _bounds_of(args, settings))
+                           model_name(args.get("model")), _bounds_of(args, settings), claude_options(args))
 
 
 def check_interrupt(args: Mapping[str, Any]) -> InterruptRequest:
@@ -274,3 +288,88 @@ def _prompt_path(path: Any) -> str:
     if not os.path.isabs(path):
         raise SubagentError(f"prompt_file: {path!r} must be an absolute path")
     return path
+
+
+CWD_MAX = 4096
+EFFORTS = ("low", "medium", "high", "xhigh", "max")  # claude's --effort levels (2.1.328 --help)
+TOOLS_MAX = 64  # entries in one tools/allowed_tools/disallowed_tools list
+RULE_MAX = 500  # characters of one permission rule
+_TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,127}")
+# A permission rule as claude's --allowedTools takes it: a tool name, optionally one (...) specifier without
+# parentheses, NUL or control characters inside ("Bash(git *)", "Read(./src/**)", "WebFetch(domain:x.org)").
+_RULE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,127}(?:\([^()\x00-\x1f\x7f]{1," + str(RULE_MAX) + r"}\))?")
+
+
+def working_directory(value: Any, roots: tuple[Path, ...], default: Path) -> Path:
+    """`cwd`: an absolute path to an existing directory the daemon's user can enter, inside one of `roots`
+    (the daemon's --allowed-cwd-roots, resolved); its real path (claude keys its transcripts by that)."""
+    if value is None:
+        return default
+    if not isinstance(value, str) or not value:
+        raise SubagentError("cwd: must be a non-empty absolute path")
+    if "\0" in value or len(value) > CWD_MAX:
+        raise SubagentError(f"cwd: must be an absolute path of at most {CWD_MAX} characters, without NUL")
+    if not os.path.isabs(value):
+        raise SubagentError(f"cwd: {value!r} must be an absolute path")
+    real = os.path.realpath(value)
+    try:
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        raise SubagentError(f"cwd: {value} does not exist") from None
+    except OSError as exc:
+        raise SubagentError(f"cwd: cannot look at {value}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(mode):
+        raise SubagentError(f"cwd: {value} is not a directory")
+    if not os.access(real, os.X_OK):
+        raise SubagentError(f"cwd: {value} cannot be entered by the daemon's user (permission denied)")
+    if not any(real == str(r) or real.startswith(str(r).rstrip("/") + "/") for r in roots):
+        allowed = ", ".join(str(r) for r in roots)
+        raise SubagentError(f"cwd: {value} is outside the directories sessions may run in ({allowed}; the "
+                            "daemon's --allowed-cwd-roots)")
+    return Path(real)
+
+
+def tool_list(value: Any, field_name: str, rules: bool) -> tuple[str, ...] | None:
+    """`tools` (built-in tool names: `rules` False) or `allowed_tools`/`disallowed_tools` (permission rules such
+    as "Bash(git *)"); None when not given. Each entry becomes one argv element of claude's, so an entry that
+    could read as a flag or split into two is refused."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) > TOOLS_MAX:
+        raise SubagentError(f"{field_name}: must be a list of at most {TOOLS_MAX} texts")
+    pattern, rule = (_RULE, 'a tool name, optionally with one (specifier), e.g. "Bash(git *)"') if rules else (
+        _TOOL_NAME, 'a tool name such as "Bash", "Read" or "default"')
+    for entry in value:
+        if not isinstance(entry, str) or not pattern.fullmatch(entry):
+            raise SubagentError(f"{field_name}: each entry must be {rule} (got {entry!r})")
+    if len(set(value)) != len(value):
+        raise SubagentError(f"{field_name}: must not name the same entry twice")
+    return tuple(value)
+
+
+def effort_level(value: Any) -> str | None:
+    if value is None:
+        return None
+    if value not in EFFORTS:
+        raise SubagentError(f"effort: must be one of {', '.join(EFFORTS)} (got {value!r})")
+    return str(value)
+
+
+def claude_options(args: Mapping[str, Any]) -> ClaudeOptions:
+    """The session's tool limits and effort as the caller gave them (None: not given)."""
+    return ClaudeOptions(tool_list(args.get("tools"), "tools", rules=False),
+                         tool_list(args.get("allowed_tools"), "allowed_tools", rules=True),
+                         tool_list(args.get("disallowed_tools"), "disallowed_tools", rules=True),
+                         effort_level(args.get("effort")))
+
+
+def cwd_roots(configured: tuple[str, ...], workdir: Path) -> tuple[Path, ...]:
+    """The daemon's --allowed-cwd-roots, resolved (each an existing directory; ValueError names a bad one);
+    none configured: --workdir's tree."""
+    roots = []
+    for root in configured:
+        real = Path(os.path.realpath(os.path.expanduser(root)))
+        if not os.path.isabs(os.path.expanduser(root)) or not real.is_dir():
+            raise ValueError(f"allowed_cwd_roots: {root!r} is not an absolute path to an existing directory")
+        roots.append(real)
+    return tuple(roots) or (workdir,)

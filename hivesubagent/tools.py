@@ -26,6 +26,7 @@ from hivesubagent.answers.texts import (
     turn_result,
 )
 from hivesubagent.engine import SubagentEngine
+from hivesubagent.place_schemas import OPTIONS, PLACE, TURN_OPTIONS, OptionArgs, PlaceArgs
 from hivesubagent.requests import MAX_NAMES, MODEL_RULE, StatusRequest, check_status
 
 NAME_SCHEMA = {
@@ -76,12 +77,12 @@ BOUNDS = {"max_budget_usd": BUDGET_SCHEMA, "max_turns": MAX_TURNS_SCHEMA, "timeo
 # use, how many run at once, how to read a whole result. {workdir} and {max_running} are the daemon's own.
 WHERE = (
     "The subagent is a nested headless `claude -p` running in the daemon's working directory {workdir} (not "
-    "yours: give absolute paths), with claude's built-in tools only (Bash, Read, Edit, ...; no MCP servers, so "
-    "no background-shell daemon), permissions skipped. At most {max_running} run at once."
+    "yours: give absolute paths) or the session's `cwd`, with claude's built-in tools only (Bash, Read, Edit, ...; "
+    "no MCP servers, so no background-shell daemon), permissions skipped. At most {max_running} run at once."
 )
 RESULT_HOWTO = "Its whole result: status(name, result_offset=N) pages through it."
 
-class StartArgs(BoundsArgs, total=False):
+class StartArgs(BoundsArgs, PlaceArgs, OptionArgs, total=False):
     """`start`'s arguments, as START's schema declares them."""
 
     name: Required[str]
@@ -96,7 +97,8 @@ START = dict(
         "Start a fresh subagent session `name` in the background; returns once claude is confirmed running. "
         "{when_done} `prompt_file`: absolute path of a file with its task instructions (appended to its system "
         "prompt; they stay for every later turn). `trigger`: the first prompt. A finished session of the same "
-        "name is archived first (*.jsonl.archived, never deleted). " + WHERE + " " + RESULT_HOWTO
+        "name is archived first (never deleted). `worktree: true` for parallel or risky edits. "
+        + WHERE + " " + RESULT_HOWTO
     ),
     input_schema=closed_object(
         {
@@ -115,7 +117,7 @@ START = dict(
                 "description": "The first turn's prompt (stdin). Default: "
                                "a generic 'carry out your instructions' nudge.",
             },
-            **BOUNDS,
+            **BOUNDS, **PLACE, **OPTIONS,
         },
         required=("name", "prompt_file"),
     ),
@@ -125,7 +127,7 @@ START = dict(
     argument_hints={"prompt": "the first turn's prompt is 'trigger'; the instructions file is 'prompt_file'"},
 )
 
-class ContinueArgs(BoundsArgs, total=False):
+class ContinueArgs(BoundsArgs, OptionArgs, total=False):
     """`continue`'s arguments, as CONTINUE's schema declares them."""
 
     name: Required[str]
@@ -138,7 +140,8 @@ CONTINUE = dict(
     description=(
         "Give an existing subagent session (claude's transcript on disk, found by name; also after a daemon "
         "restart) a new turn with `prompt`; its prompt_file instructions still apply. Returns once the turn "
-        "runs; {continue_done} Refused for an unknown name or one running now. "
+        "runs; {continue_done} Refused for an unknown name or one running now. It runs where the session does (its "
+        "cwd or worktree), with its tools and effort unless this call names others for this turn. "
         + WHERE + " " + RESULT_HOWTO
     ),
     input_schema=closed_object(
@@ -148,7 +151,7 @@ CONTINUE = dict(
                        "description": "The new turn's prompt."},
             "model": {**MODEL_SCHEMA, "description": "--model for this turn only; need not match start's. "
                                                      "Omit to keep the session's model."},
-            **BOUNDS,
+            **BOUNDS, **TURN_OPTIONS,
         },
         required=("name", "prompt"),
     ),
@@ -279,11 +282,13 @@ def description_facts(engine: SubagentEngine | None) -> dict[str, Any]:
             "continue_done": notices.say("its end arrives as a todo.",
                                          "status(name, wait_seconds=30) waits for its end.")}
     if engine is None:
-        return {**said, "workdir": "(--workdir)", "max_running": "max_running", "kill_grace": "--kill-grace",
+        return {**said, "workdir": "(--workdir)", "cwd_roots": "the daemon's --allowed-cwd-roots",
+                "max_running": "max_running", "kill_grace": "--kill-grace",
                 "default_budget": "the daemon's --max-budget-usd", "default_turns": "the daemon's --max-turns",
                 "default_timeout": "the daemon's --turn-timeout"}
     s = engine.settings
-    return {**said, "workdir": str(engine.workdir), "max_running": s.max_running, "kill_grace": f"{s.kill_grace:g}",
+    return {**said, "workdir": str(engine.workdir), "cwd_roots": ", ".join(str(r) for r in engine.cwd_roots),
+            "max_running": s.max_running, "kill_grace": f"{s.kill_grace:g}",
             "default_budget": f"${s.max_budget_usd:g}" if s.max_budget_usd else "none (no cap)",
             "default_turns": str(s.max_turns) if s.max_turns else "none (no cap)",
             "default_timeout": f"{s.turn_timeout / 60:g} minutes" if s.turn_timeout else "none (no limit)"}

@@ -89,6 +89,43 @@ class StopWait(TypedDict):
 
 
 @final
+class FileStat(TypedDict):
+    """One file of a worktree's diff; None counts: a binary file."""
+
+    file: str
+    insertions: int | None
+    deletions: int | None
+
+
+@final
+class WorktreeData(TypedDict):
+    """A session's worktree (places.worktrees): where, on which branch, from which commit; once measured (a
+    turn's end, status(name)) what is in it against that base: commits made, the diff as a stat (bounded), or
+    `error` when git could not tell."""
+
+    path: str
+    branch: str
+    base: str
+    repo: str
+    commits: NotRequired[int]
+    last_commits: NotRequired[list[str]]
+    files_changed: NotRequired[int]
+    insertions: NotRequired[int]
+    deletions: NotRequired[int]
+    files: NotRequired[list[FileStat]]
+    files_more: NotRequired[int]
+    error: NotRequired[str]
+
+
+class PlaceData(TypedDict, total=False):
+    """Where a session runs, as views.place_data gives it (the same keys in TurnView and SessionView)."""
+
+    cwd: str
+    worktree: WorktreeData
+    options: dict[str, Any]
+
+
+@final
 class TurnView(TypedDict):
     """A turn this daemon runs (or just ended), as start, continue, interrupt and status answer it."""
 
@@ -115,6 +152,9 @@ class TurnView(TypedDict):
     outcome: NotRequired[Outcome]
     archived: NotRequired[list[str]]  # start: the earlier sessions of the name it archived
     wait: NotRequired[StopWait]  # interrupt: how its wait for the end went
+    cwd: NotRequired[str]  # a session outside --workdir, or with a worktree or options: where it runs
+    worktree: NotRequired[WorktreeData]
+    options: NotRequired[dict[str, Any]]  # the tool limits and effort this turn runs with
 
 
 @final
@@ -166,6 +206,9 @@ class SessionView(TypedDict):
     started_by: NotRequired[str]
     last_turn: NotRequired[LastTurn]
     result_page: NotRequired[PageData]
+    cwd: NotRequired[str]
+    worktree: NotRequired[WorktreeData]
+    options: NotRequired[dict[str, Any]]  # the session's kept tool limits and effort
 
 
 SessionAnswer = TurnView | SessionView  # status(name): running here, or read from its transcript

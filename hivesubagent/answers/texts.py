@@ -11,6 +11,7 @@ from common.notices import NO_SOCKET, Notices
 from common.protocol.tools import ToolResult
 from common.waiting import SLOTS_TAKEN, busy_advice, retry_advice
 from hivesubagent.answers.pages import read_on
+from hivesubagent.answers.place_texts import place_lines
 from hivesubagent.answers.shapes import (
     LastTurn,
     Outcome,
@@ -77,6 +78,7 @@ def turn_result(view: TurnView, verb: str, notices: Notices) -> ToolResult:
         lines = [first, f"detail: {o['detail']}"]
         if "work" in o:
             lines += work_lines(o["work"])
+        lines += place_lines(view)
         lines += _result_lines(name, o["result_text"], o["result_chars"], o.get("result_next_offset"), "result")
         lines.append(f"transcript: {view['transcript']}")
         failed = verb != "interrupted" and o["outcome"] in ("error",)
@@ -84,7 +86,7 @@ def turn_result(view: TurnView, verb: str, notices: Notices) -> ToolResult:
     caps = {k: "none" if v is None else v for k, v in _bounds(view, known_only=False).items()}
     first = kv(state=view["state"], name=name, session_id=view["session_id"], turn=view["turn"], pid=view["pid"],
                **known(model=view.get("model")), **caps)
-    lines = [first]
+    lines = [first, *place_lines(view)]
     wait = f'status(name="{name}", wait_seconds=30)'
     if "wait" in view:
         lines[0] += " " + kv(**_stop_wait_facts(view["wait"]))
@@ -140,7 +142,7 @@ def render_session(view: SessionAnswer) -> str:
                    pid=view["pid"], elapsed_s=view["elapsed_s"],
                    **known(model=view.get("model")), **_bounds(view))
         lines = [first, _progress_line(view["progress"]), f"started_at: {view['started_at']}",
-                 f"transcript: {view['transcript']}"]
+                 f"transcript: {view['transcript']}", *place_lines(view)]
         if view.get("turns_done"):
             lines.append(f"earlier turns: {view['turns_done']}, costing "
                          f"{kv(total_cost_usd=view['total_cost_usd']).split('=', 1)[1]} USD in all "
@@ -164,6 +166,7 @@ def render_session(view: SessionAnswer) -> str:
         lines.append("the last turn ended without a result (interrupted, killed or crashed)")
     if "work" in last:
         lines += work_lines(last["work"])
+    lines += place_lines(view)
     result_page = view.get("result_page")
     if result_page is not None:
         lines.append(kv(result_offset=result_page["offset"], chars=result_page["chars"],

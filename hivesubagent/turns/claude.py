@@ -34,6 +34,7 @@ from typing import IO, Any
 
 from common.process_seam import Leader, ProcessOps
 from common.signals import signal_name
+from hivesubagent.places.options import NO_OPTIONS, ClaudeOptions
 from hivesubagent.turns.progress import Progress
 
 START_NUDGE = "Carry out your instructions."
@@ -45,18 +46,19 @@ OUTPUT_FLAGS = ("--output-format", "stream-json", "--verbose")
 
 
 def start_argv(claude_bin: str, name: str, session_id: str, prompt_file: str, model: str | None,
-               budget_usd: float | None = None, max_turns: int | None = None) -> list[str]:
+               budget_usd: float | None = None, max_turns: int | None = None,
+               options: ClaudeOptions = NO_OPTIONS) -> list[str]:
     """A fresh session. `--session-id` is ours (a new uuid4), so the id and transcript path are known before
     claude writes a byte; `--name` makes `name` claude's own session title (its custom-title entries)."""
     argv = [claude_bin, "-p", "--name", name, "--session-id", session_id, "--append-system-prompt-file", prompt_file]
-    return argv + _turn_flags(model, budget_usd, max_turns)
+    return argv + options.flags() + _turn_flags(model, budget_usd, max_turns)
 
 
 def continue_argv(claude_bin: str, session_id: str, model: str | None, budget_usd: float | None = None,
-                  max_turns: int | None = None) -> list[str]:
+                  max_turns: int | None = None, options: ClaudeOptions = NO_OPTIONS) -> list[str]:
     """A new turn of an existing session, resumed by id (a name look-up by claude would depend on its cwd and
     fail on two transcripts with one title; we resolved the name already)."""
-    return [claude_bin, "-p", "--resume", session_id] + _turn_flags(model, budget_usd, max_turns)
+    return [claude_bin, "-p", "--resume", session_id] + options.flags() + _turn_flags(model, budget_usd, max_turns)
 
 
 def _turn_flags(model: str | None, budget_usd: float | None, max_turns: int | None = None) -> list[str]:

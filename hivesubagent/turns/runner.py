@@ -20,13 +20,14 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from common.config import SubagentSettings
 from common.process_seam import ProcessOps, stop_tree
 from common.todos import Todos
-from hivesubagent.answers.shapes import WorkData
+from hivesubagent.answers.shapes import WorkData, WorktreeData
 from hivesubagent.errors import SubagentError
+from hivesubagent.places.worktrees import Worktrees
 from hivesubagent.transcripts.transcript import read_transcript
 from hivesubagent.turns import claude, views
 from hivesubagent.turns import turn as T
@@ -42,7 +43,7 @@ READER_DRAIN_SECONDS = 5.0  # after claude exits, how long its stdout reader may
 
 class TurnRunner:
     def __init__(self, table: TurnTable, settings: SubagentSettings, todos: Todos, workdir: Path,
-                 env: Mapping[str, str], scratch: Path, ops: ProcessOps):
+                 env: Mapping[str, str], scratch: Path, ops: ProcessOps, worktrees: Worktrees | None = None):
         self.table = table
         self.ops = ops  # every process operation (common/process_seam.py)
         self.settings = settings
@@ -50,15 +51,21 @@ class TurnRunner:
         self.workdir = workdir
         self.env = env
         self.scratch = scratch  # unlinked temp files only (claude.spawn)
+        self.worktrees = worktrees  # measures a worktree session's work at each turn's end
         self.stalls = StallWatch(table, settings, todos,
                                  lambda turn, why: self.stop(turn, False, why, unless_signalled=True), self._safe_todo)
+
+    def cwd_of(self, turn: Turn) -> Path:
+        return turn.place.cwd if turn.place is not None else self.workdir
 
     def spawn(self, turn: Turn, argv: list[str], pass_fds: tuple[int, ...] = ()) -> None:
         """Start claude for a reserved turn, then its reader, watcher and timeout; raise SubagentError when
         claude_bin cannot run (the caller releases the reservation)."""
         start = _size(turn.transcript)  # (a continue's; a start's transcript does not exist yet)
         try:
-            spawned = claude.spawn(self.ops, argv, self.workdir, self.env, turn.prompt, self.scratch, pass_fds=pass_fds)
+            cwd = self.cwd_of(turn)
+            spawned = claude.spawn(self.ops, argv, cwd, {**self.env, "PWD": str(cwd)}, turn.prompt, self.scratch,
+                                   pass_fds=pass_fds)
         except OSError as exc:
             raise SubagentError(f"cannot run claude_bin {self.settings.claude_bin!r}: {exc.strerror or exc}") from None
         reader = threading.Thread(target=self._read, args=(turn,), name=f"subagent-read-{turn.name}", daemon=True)
@@ -175,7 +182,9 @@ class TurnRunner:
             outcome = replace(outcome, kind="timed_out",
                               detail=f"reached its time limit ({turn.bounds.timeout_minutes:g} min): {outcome.detail}")
         turn_cost, total_cost = self._cost(turn, outcome)
-        work = read_turn_work(turn.transcript, self.workdir, turn.transcript_start)
+        work = read_turn_work(turn.transcript, self.cwd_of(turn), turn.transcript_start)
+        if turn.place is not None and turn.place.worktree is not None and self.worktrees is not None:
+            turn.worktree_stat = cast(WorktreeData, self.worktrees.stat(turn.place.worktree))  # (before the end)
         spawned.close()
         if turn.kind == "start":
             unarchive(turn)  # a no-op once claude wrote the new transcript

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.states import StateTable
-from hivesubagent.answers.shapes import WorkData
+from hivesubagent.answers.shapes import WorkData, WorktreeData
+from hivesubagent.places.book import Place
 from hivesubagent.turns import claude
 
 STARTING = "starting"  # the name is reserved; transcripts are being looked up/archived, claude spawned
@@ -84,6 +85,8 @@ class Turn:
     work: WorkData | None = None  # what the turn did (turns.work.TurnWork.as_dict), read at its end; None: unknown
     stall_after_s: float | None = None  # no stream event for this long: stalled (the daemon's --stall-minutes)
     stall_reported: float | None = None  # the event time (progress.last_event_mono) of the silence last reported
+    place: Place | None = None  # where it runs and its options (the turn's own); None: --workdir, claude's defaults
+    worktree_stat: WorktreeData | None = None  # what its worktree holds against the base, measured at its end
 
     @property
     def budget_usd(self) -> float | None:

@@ -12,17 +12,21 @@ from datetime import UTC, datetime
 from typing import cast
 
 from hivesubagent.answers.pages import excerpt, read_on
+from hivesubagent.answers.place_texts import place_lines
 from hivesubagent.answers.shapes import (
     Bounds,
     LastTurn,
     Outcome,
     OutcomeExtras,
+    PlaceData,
     ProgressData,
     SessionView,
     TurnView,
     WorkData,
+    WorktreeData,
 )
 from hivesubagent.answers.texts import work_lines
+from hivesubagent.places.book import Place
 from hivesubagent.transcripts.sessions import LiveSession, Transcript
 from hivesubagent.turns import claude
 from hivesubagent.turns import turn as T
@@ -61,9 +65,22 @@ def turn_view(turn: Turn, result_chars: int) -> TurnView:
         "progress": progress,
         "stall": stall_text(turn, progress),
     }
+    if turn.place is not None:
+        view.update(place_data(turn.place, turn.worktree_stat))
     if turn.outcome is not None:
         view["outcome"] = outcome_data(turn, result_chars)
     return view
+
+
+def place_data(place: Place, stat: WorktreeData | None) -> PlaceData:
+    """Where a session runs (not --workdir, or with a worktree or options): its directory, its worktree (with
+    what it holds, once measured) and the tool limits and effort in force."""
+    data: PlaceData = {"cwd": str(place.cwd)}
+    if place.worktree is not None:
+        data["worktree"] = stat if stat is not None else cast(WorktreeData, place.worktree.as_dict())
+    if place.options.as_dict():
+        data["options"] = place.options.as_dict()
+    return data
 
 
 def stall_text(turn: Turn, progress: ProgressData) -> str | None:
@@ -116,10 +133,12 @@ def outcome_extras(o: claude.TurnEnd, fields: tuple[str, ...]) -> OutcomeExtras:
 
 
 def transcript_view(t: Transcript, name: str, result_chars: int, other: LiveSession | None, ours: Turn | None,
-                    work: WorkData | None = None) -> SessionView:
+                    work: WorkData | None = None, place: Place | None = None,
+                    stat: WorktreeData | None = None) -> SessionView:
     """A session that this daemon is not running, from its transcript (which carries `name`). `other`: a claude
     process this daemon did not start that runs it; `ours`: this engine's ended turn that wrote the transcript's last
-    turn; `work`: what the last turn did (turns.work), when the caller read it."""
+    turn; `work`: what the last turn did (turns.work), when the caller read it; `place`: where it runs, when not
+    --workdir with claude's defaults, and `stat` what its worktree holds, when measured."""
     last = t.last_turn
     view: SessionView = {
         "name": name,
@@ -136,6 +155,8 @@ def transcript_view(t: Transcript, name: str, result_chars: int, other: LiveSess
         # Not ours, but running: say so as continue does (which refuses it), with its pid.
         view["state"], view["running"] = "running", True
         view["pid"], view["started_by"] = other.pid, "another claude process, not this daemon"
+    if place is not None:
+        view.update(place_data(place, stat))
     if last is not None:
         start = excerpt(last.result_text, result_chars)
         last_turn: LastTurn = {
@@ -175,7 +196,7 @@ def turn_todo(turn: Turn, view: TurnView) -> tuple[str, str]:
         facts += f" max_turns={turn.bounds.max_turns}"
     if turn.bounds.timeout_minutes is not None:
         facts += f" timeout_minutes={turn.bounds.timeout_minutes:g}"
-    lines = [facts, f"detail: {o['detail']}", *work_lines(o["work"])]
+    lines = [facts, f"detail: {o['detail']}", *work_lines(o["work"]), *place_lines(view)]
     if o["result_text"]:
         shown = len(o["result_text"])
         lines += [f"result ({shown} of {o['result_chars']} characters):" if o["result_next_offset"] else "result:",

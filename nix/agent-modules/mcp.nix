@@ -90,6 +90,7 @@ let
   extraEnvEntries = lib.mapAttrsToList (k: v: "${k}=${v}") cfg.subagentExtraEnv;
   # click splits a multiple-value option's environment variable on whitespace.
   badExtraEnv = lib.filter (e: builtins.match "[^[:space:]]*" e == null) extraEnvEntries;
+  badCwdRoots = lib.filter (r: builtins.match "/[^[:space:]]*" r == null) cfg.subagentAllowedCwdRoots;
 in
 {
   options.hyperhive.mcp = {
@@ -226,6 +227,18 @@ in
       '';
     };
 
+    subagentAllowedCwdRoots = mkOption {
+      type = types.listOf types.str;
+      default = [ ];
+      example = [ "/home/agent/projects" "/srv/repos" ];
+      description = ''
+        Directory trees a subagent `start` may name as its `cwd` (HIVE_SUBAGENT_ALLOWED_CWD_ROOTS, the daemon's
+        --allowed-cwd-roots): absolute paths without whitespace. Empty (the default): workingDirectory's tree
+        only, the files the unit may write anyway. Worktrees (`start(worktree=true)`) live in the state
+        directory whatever this says.
+      '';
+    };
+
     bashEnvironment = mkOption {
       type = types.attrsOf types.str;
       default = { };
@@ -274,6 +287,11 @@ in
         message = "hyperhive.mcp.subagentExtraEnv: values must not contain whitespace "
           + "(HIVE_SUBAGENT_EXTRA_ENV is split on it): ${lib.concatStringsSep ", " badExtraEnv}";
       }
+      {
+        assertion = badCwdRoots == [ ];
+        message = "hyperhive.mcp.subagentAllowedCwdRoots: each must be an absolute path without whitespace "
+          + "(HIVE_SUBAGENT_ALLOWED_CWD_ROOTS is split on it): ${lib.concatStringsSep ", " badCwdRoots}";
+      }
     ];
 
     # Defaults, not plain definitions, so an agent.nix can still override or drop either entry with one
@@ -318,6 +336,8 @@ in
         HIVE_SUBAGENT_CLAUDE_BIN = cfg.claudeBin;
       } // lib.optionalAttrs (extraEnvEntries != [ ]) {
         HIVE_SUBAGENT_EXTRA_ENV = lib.concatStringsSep " " extraEnvEntries;
+      } // lib.optionalAttrs (cfg.subagentAllowedCwdRoots != [ ]) {
+        HIVE_SUBAGENT_ALLOWED_CWD_ROOTS = lib.concatStringsSep " " cfg.subagentAllowedCwdRoots;
       } // cfg.subagentEnvironment);
     };
   };

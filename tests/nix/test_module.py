@@ -120,6 +120,16 @@ def test_environment_carries_the_options(evaluate_module):
         "ANTHROPIC_BASE_URL=http://127.0.0.1:9", "IS_SANDBOX=1"]
 
 
+def test_allowed_cwd_roots_reach_the_daemon_and_are_checked(evaluate_module):
+    sub = evaluate_module('{ hyperhive.mcp.subagentAllowedCwdRoots = [ "/home/agent/projects" "/srv/repos" ]; }')
+    assert sub["services"]["hive-subagent"]["environment"]["HIVE_SUBAGENT_ALLOWED_CWD_ROOTS"] == (
+        "/home/agent/projects /srv/repos")
+    assert "HIVE_SUBAGENT_ALLOWED_CWD_ROOTS" not in evaluate_module()["services"]["hive-subagent"]["environment"]
+    [message] = evaluate_module('{ hyperhive.mcp.subagentAllowedCwdRoots = [ "relative" "/a b" ]; }')[
+        "failedAssertions"]
+    assert "hyperhive.mcp.subagentAllowedCwdRoots" in message and "relative, /a b" in message
+
+
 def test_no_agent_socket_means_no_variable(evaluate_module):
     for service in evaluate_module()["services"].values():
         assert "HIVE_AGENT_SOCKET" not in service["environment"]

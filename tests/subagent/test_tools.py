@@ -118,7 +118,8 @@ def test_descriptions_teach_and_stay_short(registry, tmp_path, capsys):
     for name in ("start.max_turns", "start.timeout_minutes", "continue.max_budget_usd", "status.names",
                  "status.wait_seconds", "status.all", "status.steps", "status.steps_offset"):
         assert name in arguments, name
-    assert sum(schema_sizes.values()) <= 8000, schema_sizes
+    # 7.4 K before start took cwd, worktree and the tool limits and effort (continue those four, said once)
+    assert sum(schema_sizes.values()) <= 9600, schema_sizes
 
 
 def test_result_pages_are_bounded_in_bytes_and_addressed_in_characters():
