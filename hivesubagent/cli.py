@@ -1,8 +1,9 @@
 """`hive-subagent-daemon` (serve the four tools) and `hive-subagent` (the operator's commands).
 
-Operator commands talk to the running daemon through one MCP call each (common.protocol.client), except `list`
-and `log`, which read claude's transcripts from disk and so work with the daemon down: they find the daemon's
-working directory in its state directory (hivesubagent.transcripts.where).
+Operator commands talk to the running daemon through one MCP call each (common.protocol.client), except `list`,
+`log` and `diff`, which read claude's transcripts (and a worktree, with git) from disk and so work with the
+daemon down: they find the daemon's working directory in its state directory (hivesubagent.transcripts.where),
+and each session's own directory in its place book (hivesubagent.places.book).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +37,8 @@ from common.config import SubagentSettings, click_options
 from hivesubagent.transcripts import where
 
 if TYPE_CHECKING:  # the tools' argument types only (importing hivesubagent.tools would load the engine)
+    from hivesubagent.place_schemas import OptionArgs
+    from hivesubagent.places.finder import SessionPlaces
     from hivesubagent.tools import BoundsArgs, ContinueArgs, InterruptArgs, StartArgs, SubagentStatusArgs
 
 _log = logging.getLogger(__name__)  # (`log` is the command below)
@@ -112,6 +116,40 @@ def turn_options(command: Callable) -> Callable:
     return command
 
 
+def tool_options(command: Callable) -> Callable:
+    """The tool limits and effort, as start and continue take them (continue: for its turn only)."""
+    for option in reversed((
+        click.option("--tools", "tools", multiple=True, metavar="TOOL",
+                     help="A built-in tool the subagent has (repeat; claude's --tools). Default: all."),
+        click.option("--no-tools", is_flag=True, help="No built-in tool at all (claude's --tools \"\")."),
+        click.option("--allowed-tool", "allowed_tools", multiple=True, metavar="RULE",
+                     help="A permission rule allowed, e.g. 'Bash(git *)' (repeat; claude's --allowedTools)."),
+        click.option("--disallowed-tool", "disallowed_tools", multiple=True, metavar="RULE",
+                     help="A permission rule denied, e.g. 'Bash(git push *)' (repeat; claude's --disallowedTools)."),
+        click.option("--effort", type=click.Choice(["low", "medium", "high", "xhigh", "max"]), default=None,
+                     help="claude's --effort."),
+    )):
+        command = option(command)
+    return command
+
+
+def _tool_args(tools: tuple[str, ...], no_tools: bool, allowed_tools: tuple[str, ...],
+               disallowed_tools: tuple[str, ...], effort: str | None) -> OptionArgs:
+    """The tool limits given on the command line (tool_options); the daemon checks each."""
+    if no_tools and tools:
+        raise click.BadParameter("give --tools or --no-tools, not both", param_hint="--no-tools")
+    given: OptionArgs = {}
+    if tools or no_tools:
+        given["tools"] = list(tools)
+    if allowed_tools:
+        given["allowed_tools"] = list(allowed_tools)
+    if disallowed_tools:
+        given["disallowed_tools"] = list(disallowed_tools)
+    if effort is not None:
+        given["effort"] = effort
+    return given
+
+
 def _turn_caps(max_budget_usd: float | None, max_turns: int | None, timeout_minutes: float | None) -> BoundsArgs:
     """The caps given on the command line (turn_options); the others stay the daemon's."""
     caps: BoundsArgs = {}
@@ -129,13 +167,23 @@ def _turn_caps(max_budget_usd: float | None, max_turns: int | None, timeout_minu
 @click.argument("prompt_file", type=click.Path(path_type=Path))
 @click.option("--model", default=None, help="claude --model for the subagent.")
 @click.option("--trigger", default=None, help="The first turn's prompt (default: 'carry out your instructions').")
+@click.option("--cwd", type=click.Path(path_type=Path), default=None,
+              help="The directory the session works in (default: the daemon's --workdir).")
+@click.option("--worktree", is_flag=True, help="A git worktree of its own (branch hive/NAME) of cwd's repository.")
+@tool_options
 @turn_options
 @json_option
 @click.pass_obj
 def start(ctx: DaemonClient, name: str, prompt_file: Path, model: str | None, trigger: str | None, as_json: bool,
-          **caps: Any) -> None:
+          cwd: Path | None, worktree: bool, max_budget_usd: float | None, max_turns: int | None,
+          timeout_minutes: float | None, **tool_limits: Any) -> None:
     """Start a fresh session NAME with the instructions in PROMPT_FILE."""
-    args: StartArgs = {"name": name, "prompt_file": os.path.abspath(prompt_file), **_turn_caps(**caps)}
+    args: StartArgs = {"name": name, "prompt_file": os.path.abspath(prompt_file),
+                       **_turn_caps(max_budget_usd, max_turns, timeout_minutes), **_tool_args(**tool_limits)}
+    if cwd is not None:
+        args["cwd"] = os.path.abspath(cwd)
+    if worktree:
+        args["worktree"] = True
     if model is not None:
         args["model"] = model
     if trigger is not None:
@@ -147,14 +195,18 @@ def start(ctx: DaemonClient, name: str, prompt_file: Path, model: str | None, tr
 @click.argument("name")
 @click.argument("prompt")
 @click.option("--model", default=None, help="claude --model for this turn.")
+@tool_options
 @turn_options
 @json_option
 @click.pass_obj
-def continue_(ctx: DaemonClient, name: str, prompt: str, model: str | None, as_json: bool, **caps: Any) -> None:
-    """Give session NAME a new turn with PROMPT ('-' reads it from stdin)."""
+def continue_(ctx: DaemonClient, name: str, prompt: str, model: str | None, as_json: bool,
+              max_budget_usd: float | None, max_turns: int | None, timeout_minutes: float | None,
+              **tool_limits: Any) -> None:
+    """Give session NAME a new turn with PROMPT ('-' reads it from stdin), where it runs (its cwd or worktree)."""
     if prompt == "-":
         prompt = sys.stdin.read()
-    args: ContinueArgs = {"name": name, "prompt": prompt, **_turn_caps(**caps)}
+    args: ContinueArgs = {"name": name, "prompt": prompt, **_turn_caps(max_budget_usd, max_turns, timeout_minutes),
+                          **_tool_args(**tool_limits)}
     if model is not None:
         args["model"] = model
     _call(ctx, "continue", args, as_json)
@@ -213,7 +265,11 @@ def store_options(fn: Callable) -> Callable:
     return fn
 
 
-def _store(workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, ...]):
+def _store(workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, ...]) -> SessionPlaces:
+    """The daemon's sessions: its --workdir's store, and each recorded session's own directory (its place book)."""
+    from hivesubagent.places.book import PlaceBook
+    from hivesubagent.places.finder import SessionPlaces
+    from hivesubagent.places.worktrees import Worktrees
     from hivesubagent.transcripts.sessions import SessionStore
     from hivesubagent.turns.claude import child_env, parse_extra_env
 
@@ -225,15 +281,18 @@ def _store(workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, .
     if workdir is None:
         found = where.read_record([state_dir] if state_dir else [where.DEPLOYED_STATE_DIR, where.TRY_OUT_STATE_DIR])
         if found is not None:
-            workdir, placing, _ = found
-            env = where.env_as_daemon(os.environ, placing)
+            workdir, placing, record = found
+            env, state_dir = where.env_as_daemon(os.environ, placing), record.parent
         else:
             workdir = Path(".")
             looked = state_dir or f"{where.DEPLOYED_STATE_DIR} or ./{where.TRY_OUT_STATE_DIR}"
             click.echo(f"hive-subagent: no daemon record in {looked}; reading the sessions of this directory", err=True)
     if not workdir.is_dir():
         raise click.BadParameter(f"{workdir} is not a directory", param_hint="--workdir")
-    return SessionStore(workdir.resolve(), child_env(env, extra, workdir.resolve()))
+    store = SessionStore(workdir.resolve(), child_env(env, extra, workdir.resolve()))
+    state = (state_dir or where.TRY_OUT_STATE_DIR).absolute()
+    scratch = Path(tempfile.gettempdir())  # a diff's temporary index (the state directory may not be ours)
+    return SessionPlaces(store, PlaceBook(state, own=False), Worktrees(state / "worktrees", store.env, scratch))
 
 
 @main.command(name="list")
@@ -243,15 +302,17 @@ def _store(workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, .
 def list_(workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, ...], archived: bool,
           as_json: bool) -> None:
     """List the sessions on disk (read from claude's transcripts; works without the daemon)."""
-    store = _store(workdir, state_dir, extra_env)
+    places = _store(workdir, state_dir, extra_env)
+    store = places.main
     rows = []
-    for t in store.list(include_archived=archived):
-        last = t.last_turn
-        rows.append({
-            "name": t.name, "session_id": t.session_id, "archived": t.archived, "turns": t.turns, "model": t.model,
-            "total_cost_usd": t.cost_usd, "last_outcome": None if last is None else last.outcome,
-            "transcript": str(t.path),
-        })
+    for cwd in dict.fromkeys([store.workdir, *(p.cwd for p in places.book.all().values())]):
+        for t in places.store(cwd).list(include_archived=archived):
+            last = t.last_turn
+            rows.append({
+                "name": t.name, "session_id": t.session_id, "archived": t.archived, "turns": t.turns,
+                "model": t.model, "total_cost_usd": t.cost_usd, "last_outcome": None if last is None else last.outcome,
+                "transcript": str(t.path), "cwd": str(cwd),
+            })
     if as_json:
         click.echo(json.dumps({"project_dir": str(store.project_dir), "sessions": rows}, indent=2))
         return
@@ -260,7 +321,8 @@ def list_(workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, ..
     click.echo(kv(sessions=len(rows), project_dir=str(store.project_dir)))
     for r in rows:
         click.echo(kv(name=r["name"] or "-", session_id=r["session_id"], turns=r["turns"],
-                      last_outcome=r["last_outcome"], total_cost_usd=r["total_cost_usd"], archived=r["archived"]))
+                      last_outcome=r["last_outcome"], total_cost_usd=r["total_cost_usd"], archived=r["archived"],
+                      **({} if r["cwd"] == str(store.workdir) else {"cwd": r["cwd"]})))
 
 
 @main.command()
@@ -278,7 +340,7 @@ def log(name: str, workdir: Path | None, state_dir: Path | None, extra_env: tupl
         check_name(name, "name")
     except InvalidName as exc:
         raise click.BadParameter(str(exc), param_hint="NAME") from None
-    store = _store(workdir, state_dir, extra_env)
+    store = _store(workdir, state_dir, extra_env).store_of(name)
     paths = store.find_all(name)
     if not paths:
         fail("hive-subagent", f"no session named {name!r} in {store.project_dir}", EXIT_REFUSED)
@@ -290,6 +352,39 @@ def log(name: str, workdir: Path | None, state_dir: Path | None, extra_env: tupl
     else:
         click.echo(f"session {name} ({paths[0]})\n")
         click.echo(render(turns))
+
+
+@main.command()
+@click.argument("name")
+@store_options
+@click.option("--stat", "stat_only", is_flag=True, help="Only the commits and the diff stat.")
+@json_option
+def diff(name: str, workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, ...], stat_only: bool,
+         as_json: bool) -> None:
+    """Show what session NAME's worktree holds against its base: the whole diff, committed or not, new files
+    included (read with git from disk; works without the daemon). Bring it back with git merge hive/NAME."""
+    from common.names import InvalidName, check_name
+    from hivesubagent.answers.place_texts import worktree_lines
+    from hivesubagent.places.git import GitError
+
+    try:
+        check_name(name, "name")
+    except InvalidName as exc:
+        raise click.BadParameter(str(exc), param_hint="NAME") from None
+    places = _store(workdir, state_dir, extra_env)
+    tree = places.place(name).worktree
+    if tree is None:
+        fail("hive-subagent", f"session {name!r} has no worktree (it was started without worktree=true, or the "
+             f"daemon's record in {places.book.path} does not name it)", EXIT_REFUSED)
+    stat = places.worktrees.stat(tree)
+    if as_json or stat_only:
+        click.echo(json.dumps(stat, indent=2) if as_json else "\n".join(worktree_lines(stat)))
+        return
+    try:
+        click.echo("\n".join(worktree_lines(stat)) + "\n")
+        click.echo(places.worktrees.diff(tree), nl=False)
+    except GitError as exc:
+        fail("hive-subagent", str(exc), EXIT_REFUSED)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,13 @@ def place_lines(view: Any) -> list[str]:
     return lines
 
 
+def place_facts(view: Any) -> dict[str, str]:
+    """A session's directory and worktree branch as facts of its one line in a list (none in --workdir)."""
+    tree = view.get("worktree")
+    facts = {"cwd": view["cwd"]} if "cwd" in view else {}
+    return facts | ({"worktree": tree["path"], "branch": tree["branch"]} if tree else {})
+
+
 def _shown(value: Any) -> str:
     return ",".join(value) if isinstance(value, list) else str(value)
 

@@ -11,7 +11,7 @@ from common.notices import NO_SOCKET, Notices
 from common.protocol.tools import ToolResult
 from common.waiting import SLOTS_TAKEN, busy_advice, retry_advice
 from hivesubagent.answers.pages import read_on
-from hivesubagent.answers.place_texts import place_lines
+from hivesubagent.answers.place_texts import place_facts, place_lines
 from hivesubagent.answers.shapes import (
     LastTurn,
     Outcome,
@@ -185,12 +185,12 @@ def _session_line(s: SessionAnswer) -> str:
         p = s["progress"]
         return kv(name=s["name"], state=s["state"], session_id=s["session_id"], turn=s["turn"],
                   elapsed_s=s["elapsed_s"], steps=p["steps"], tool_calls=p["tool_calls"], idle_s=p["idle_s"],
-                  **known(stalled=s.get("stall") and True))
+                  **known(stalled=s.get("stall") and True), **place_facts(s))
     last = s.get("last_turn") or cast(LastTurn, {})
     work = last.get("work") or cast(WorkData, {})
     return kv(name=s["name"], state=s["state"], session_id=s["session_id"], turns=s["turns"], **known(pid=s.get("pid")),
               last_outcome=last.get("outcome"), total_cost_usd=s["total_cost_usd"], updated_at=s["updated_at"],
-              **known(files_changed=work.get("files_changed"), commands_run=work.get("commands_run")))
+              **known(files_changed=work.get("files_changed"), commands_run=work.get("commands_run")), **place_facts(s))
 
 
 def _wait_facts(wait: WaitFacts) -> dict[str, Any]:

@@ -8,7 +8,6 @@ import logging
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import cast
 
 from hivesubagent.answers.shapes import WorktreeData
 from hivesubagent.errors import SubagentError
@@ -54,7 +53,7 @@ class SessionPlaces:
         """What a session's worktree holds now (git), None for a session without one."""
         if place is None or place.worktree is None:
             return None
-        return cast(WorktreeData, self.worktrees.stat(place.worktree))
+        return self.worktrees.stat(place.worktree)
 
     @staticmethod
     def check_still_there(name: str, place: Place) -> None:

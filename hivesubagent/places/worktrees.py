@@ -16,8 +16,9 @@ import threading
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from hivesubagent.answers.shapes import FileStat, WorktreeData
 from hivesubagent.errors import SubagentError
 from hivesubagent.places.git import GitError, git_env, run_git
 
@@ -131,16 +132,17 @@ class Worktrees:
 
     # -------------------------------------------------------------------------------------- what was done
 
-    def stat(self, wt: Worktree) -> dict[str, Any]:
+    def stat(self, wt: Worktree) -> WorktreeData:
         """The worktree's work against its base: commits made, and the diff (committed or not, new files
         included) as files, insertions and deletions; `error` instead when git cannot tell."""
-        out: dict[str, Any] = {**wt.as_dict()}
+        out = cast(WorktreeData, wt.as_dict())
         try:
             commits = run_git(Path(wt.path), ["log", "--format=%h %s", f"{wt.base}..HEAD"], self.env).splitlines()
             numstat = self._diff(wt, ["--numstat", "-z"])
         except GitError as exc:
             return {**out, "error": str(exc)}
-        files, insertions, deletions = [], 0, 0
+        files: list[FileStat] = []
+        insertions, deletions = 0, 0
         for record in numstat.split("\0"):
             added, _, rest = record.partition("\t")
             removed, _, file = rest.partition("\t")

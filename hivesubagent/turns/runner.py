@@ -20,12 +20,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from common.config import SubagentSettings
 from common.process_seam import ProcessOps, stop_tree
 from common.todos import Todos
-from hivesubagent.answers.shapes import WorkData, WorktreeData
+from hivesubagent.answers.shapes import WorkData
 from hivesubagent.errors import SubagentError
 from hivesubagent.places.worktrees import Worktrees
 from hivesubagent.transcripts.transcript import read_transcript
@@ -184,7 +184,7 @@ class TurnRunner:
         turn_cost, total_cost = self._cost(turn, outcome)
         work = read_turn_work(turn.transcript, self.cwd_of(turn), turn.transcript_start)
         if turn.place is not None and turn.place.worktree is not None and self.worktrees is not None:
-            turn.worktree_stat = cast(WorktreeData, self.worktrees.stat(turn.place.worktree))  # (before the end)
+            turn.worktree_stat = self.worktrees.stat(turn.place.worktree)  # (before the end)
         spawned.close()
         if turn.kind == "start":
             unarchive(turn)  # a no-op once claude wrote the new transcript

@@ -109,6 +109,8 @@ def test_parallel_worktree_sessions_each_work_on_their_own_branch(engine_factory
     assert "sub/a.txt" not in git(repo, "ls-tree", "-r", "--name-only", "hive/wb")
     status = tools.call("status", {"name": "wa"})
     assert "commits: 1" in status.text and status.data["worktree"]["insertions"] == 2
+    listed = [line for line in tools.call("status", {}).text.splitlines() if line.startswith("name=wb ")]
+    assert f"cwd={state}/worktrees/wb/sub" in listed[0] and "branch=hive/wb" in listed[0], listed
 
     # a restart, then continue: in the worktree
     engine.shutdown()
