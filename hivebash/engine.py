@@ -122,24 +122,24 @@ class Engine:
     def run(self, cmd: str | None = None, **args: Any) -> Outcome:
         """Submit `bash -c cmd` and wait inline (run.py)."""
         call, rest = _call_of(args)
-        return run_verb.run(self.rooms, requests.check_run(_with(rest, cmd=cmd), self.limits), call)
+        return run_verb.run(self.rooms, requests.check_run(_with(rest, "cmd", cmd), self.limits), call)
 
     def status(self, task_id: str | None = None, **args: Any) -> Outcome | ManyOutcome:
         """One task or several (`ids`; `all`: wait for every one), with an optional inline wait (status.py)."""
         call, rest = _call_of(args)
-        return status_verb.status(self.rooms, requests.check_status(_with(rest, id=task_id), self.limits), call)
+        return status_verb.status(self.rooms, requests.check_status(_with(rest, "id", task_id), self.limits), call)
 
     def send(self, task_id: str | None = None, **args: Any) -> SendOutcome:
         """Write to a running task's input, then wait a moment for what it prints (send.py). An operator's send
         clears no todo and moves no new_only cursor."""
         call, rest = _call_of(args)
-        return self.sender.send(requests.check_send(_with(rest, id=task_id), self.limits), call)
+        return self.sender.send(requests.check_send(_with(rest, "id", task_id), self.limits), call)
 
     def kill(self, task_id: str | None = None, **args: Any) -> KillOutcome:
         """Cancel a pending task, signal a running one's group (then wait up to `wait_seconds`, default 2, for
         its end), or stop a finished task's leftover processes (kill.py)."""
         _, rest = _call_of(args)
-        return kill_verb.kill(self.rooms, requests.check_kill(_with(rest, id=task_id), self.limits))
+        return kill_verb.kill(self.rooms, requests.check_kill(_with(rest, "id", task_id), self.limits))
 
     def list(self, **args: Any) -> tuple[list[TaskSnapshot], int]:
         """Tasks newest first, optionally of one state, from `offset`; (views without tails, total matching)."""
@@ -153,6 +153,8 @@ _CALL_PARTS = ("client_gone", "cancel", "progress", "operator")
 def _call_of(args: dict[str, Any]) -> tuple[CallContext, dict[str, Any]]:
     """The call's context (given whole as `call`, or as its parts) and the request's own arguments."""
     call = args.pop("call", None)
+    if call is not None and args.keys().isdisjoint(_CALL_PARTS):  # the tools' way: one call per request
+        return call, args
     parts = {key: args.pop(key) for key in _CALL_PARTS if key in args and args[key] is not None}
     if call is None:
         call = CallContext(**parts)
@@ -161,6 +163,6 @@ def _call_of(args: dict[str, Any]) -> tuple[CallContext, dict[str, Any]]:
     return call, args
 
 
-def _with(args: dict[str, Any], **first: Any) -> dict[str, Any]:
+def _with(args: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
     """`args` with the positional first argument, when one was given."""
-    return {**{key: value for key, value in first.items() if value is not None}, **args}
+    return args if value is None else {key: value, **args}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from common.names import InvalidName, check_name
 from common.waiting import DEFAULT_WAIT_SECONDS, WaitWindow, cap_wait
@@ -255,18 +255,17 @@ def _window(wait_seconds: Any, default: float, cap: float) -> WaitWindow:
     if wait_seconds is not None and (isinstance(wait_seconds, bool) or not isinstance(wait_seconds, (int, float))
                                      or not wait_seconds >= 0):
         raise EngineError("wait_seconds: must be a number >= 0")
-    seconds = cast("float | None", wait_seconds)
-    return cap_wait(seconds, default=default, cap=cap)
+    return cap_wait(wait_seconds, default=default, cap=cap)
 
 
-def _wait_for(wait_for: object) -> str | None:
+def _wait_for(wait_for: Any) -> str | None:
     if wait_for is None:
         return None
     try:
         ov.compile_pattern(wait_for)
     except ov.ViewError as exc:
         raise EngineError(str(exc).replace("grep:", "wait_for:", 1)) from None
-    return cast(str, wait_for)
+    return wait_for
 
 
 def _stdin(stdin: object) -> str:
