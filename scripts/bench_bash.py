@@ -69,7 +69,7 @@ def run_round_trip(ctx):
 
 def _peer_rows(name: str, client: str, got: dict, n: int, strict: bool) -> list[Row]:
     (med, p99), (smed, sp99), (rmed, rp99) = got["ours"], got["sdk"], got["raw"]
-    # The target as decided in issue 24 (docs/performance.md, "Targets"): ahead of the SDK server.
+    # The target (docs/performance.md, "Targets"): ahead of the SDK server.
     targets = "< 1.0x SDK server (ahead of it)" if strict else ""
     return [Row("bash", f"{name} ({client})", "ms", med, p99, n, "SDK server, same tool", smed, target=targets,
                 ok=med < smed if strict else None,

@@ -1,4 +1,4 @@
-"""Progress on a waiting call (issue 28): what a progressToken costs a call that ends at once, and how soon a
+"""Progress on a waiting call: what a progressToken costs a call that ends at once, and how soon a
 task's output line reaches the client as a progress event."""
 
 import http.client

@@ -1,30 +1,8 @@
-"""When a file written on a call's path reaches the disk: at once (`always`), or in group flushes (`batched`).
-
-What a crash of the daemon (kill -9, an exception) must not lose is already safe once `write(2)` and
-`rename(2)` have returned: the data is in the kernel's page cache, and the next start reads it back. An fsync
-only protects against a power loss or a kernel crash, which also ends every process a task started. So by
-default the path of a file written on a call's path is handed to one background thread, which flushes
-everything handed to it within `window` seconds in one batch (fdatasync of the file now at each path, then
-fsync of their directory, so the renames are on disk too), the way databases offer group commit. `always`
-fsyncs each file before it is renamed into place and before the call goes on; the directory is then not
-fsync'ed (a power cut leaves the previous, consistent record).
-
-A batch flushes each path once, whatever was renamed to it meanwhile: the file there now is the newest, and
-one replaced before its flush needs none (a power cut before the newer one's flush leaves the record as the
-disk last had it). Most tasks end within a window of their start, so this spares about half the flushes.
-
-A large batch is flushed by one `sync --data PATH... DIR` process (coreutils) rather than file by file in this
-thread: under load every syscall of a Python thread waits for the GIL again when it returns, and three
-syscalls a file (open, fdatasync, close) let a batch of a few hundred records take seconds (docs/performance.md,
-"Measurements behind the code"). Without `sync` on PATH, file by file.
-
-The same thread closes, off the caller's path, descriptors that hold a replaced or removed file's last
-reference (`close_later`): freeing a file's disk blocks can be slow. On ext4 mounted with `discard` and no
-journal (this VM's disk), the kernel trims the freed blocks before unlink(2) or a rename over the file
-returns, which took longer than the rest of a task's end (docs/performance.md, "Measurements behind the
-code"). A record that was flushed, or that was itself renamed
-over an older one (ext4's auto_da_alloc then allocates its blocks at the rename), owns blocks; the first
-record of a task, replaced before its flush, owns none (delayed allocation).
+"""When a file written on a call's path reaches the disk: at once (`always`), or in group flushes (`batched`, the
+default: a crash of the daemon loses nothing once write(2) and rename(2) returned; only a power cut needs the
+fsync). One background thread flushes each batch and closes, off the call's path, descriptors whose close
+frees blocks. Why each rule: docs/design.md, "When a file reaches the disk"; figures: docs/performance.md,
+"Measurements behind the code".
 """
 
 from __future__ import annotations

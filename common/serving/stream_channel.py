@@ -1,31 +1,8 @@
-"""waitress's side of a streamed answer (common/protocol/event_stream.py): events leave as they are written, and a
-client that hangs up mid-answer is told to the request at once.
-
-- Flush: waitress sends what a request thread writes only once `send_bytes` (common/serving/serve.py: 256) are
-  buffered, or when the answer ends; a progress event is ~250-400 bytes, so one would wait for the next.
-  `flush_now` sends the buffer from the request thread as `write_soon` does for a large write (the socket is
-  non-blocking: a slow reader leaves the bytes buffered, the thread never blocks; the serving loop sends
-  them when the socket drains, from `send_bytes` up: fewer wait for the request's next write or its end).
-- Hang-up: with `channel_request_lookahead` (common/serving/serve.py) the serving loop reads the connection while a
-  request runs and sees its end (EOF, or a failed send); the request's registered function (HANGUP_KEY,
-  a `Cancellation.fire`) is called then, from the serving loop, so a wait ends at once.
-- Wake: waitress wakes the serving loop (its trigger: a write, then a turn of the loop that takes the GIL)
-  at the end of every request, so that the loop looks at the connection again. With the lookahead the loop
-  was already reading it, and an answer the request thread sent whole leaves nothing to send: then the loop
-  would find the connection as it left it, and `quiet_request_ends` skips that wake (one a call;
-  docs/performance.md, "The run path, a third time"). A wake is kept whenever the loop has something new to
-  do: bytes left to send, a close, another request read ahead, a lost connection. The rule reads waitress 3's
-  `readable`/`writable` (setup.cfg pins < 4); tests/common/test_loop_wakes.py holds each case.
-- Spin: while a request thread sends its answer (`write_soon` flushes from the thread once `send_bytes` are
-  buffered), waitress's `writable` holds (bytes are buffered), the socket is writable, and the loop's
-  `handle_write` finds the buffer's lock taken and does nothing: the loop turned again and again, each turn a
-  select and a pass over every connection under the GIL that the sending thread needs back (most of the
-  loop's turns under load; docs/performance.md, "The serving loop's spin").
-  The same spin followed fewer than `send_bytes` buffered while a request runs (`handle_write` leaves them
-  for the thread's next write or the request's end). `writable` now holds only when `handle_write` would act:
-  not while the connection's request thread is in its send, nor below `send_bytes` while a request runs. If
-  a send leaves bytes the loop must send, `write_soon` and `flush_now` wake the loop (waitress's "not
-  flushed" and remainder rules), and the request's end wakes it for what is left below `send_bytes`.
+"""waitress's side of a streamed answer (common/protocol/event_stream.py): events leave as they are written, a
+client that hangs up mid-answer is told to the request at once, and the serving loop neither wakes nor spins for
+nothing. The four rules (flush, hang-up, wake, spin) are in docs/design.md, "Streamed answers through waitress";
+the figures behind them in docs/performance.md ("The run path, a third time", "The serving loop's spin");
+tests/common/test_loop_wakes.py holds each case.
 """
 
 from __future__ import annotations

@@ -1,27 +1,7 @@
-"""The on-disk half of the pending todos: one append-only journal per source.
-
-`<state_dir>/todos/<source>/outbox.jsonl` (directories 0700, file 0600) holds one JSON line per change:
-`{"seq": N, "key": K, "message": {...}}` when K's newest undelivered state becomes `message`, and
-`{"key": K, "done": true}` when K has nothing left to deliver. Reading the lines in order gives the
-pending map back. Each change is one `write(2)` on a descriptor kept open with O_APPEND, so a line is in the
-kernel's page cache (and survives a kill -9 of the daemon) the moment `save`/`drop` returns.
-
-A journal rather than a file per key: every rename over an existing file, and every unlink after a delivery,
-frees an inode, and on ext4 without a journal each later file creation scans past every inode freed in the
-last minute (ext4's recently_deleted(); docs/design.md, "Facts the code relies on"). The bash daemon writes
-a todo or two a task (a long one's "running", then its end), so a file per key would slow task creation down
-under load; one line is also one syscall.
-
-The journal is rewritten with only the pending entries (temp file, rename) when it has grown to
-COMPACT_MIN_LINES and four times the entries still pending, at start-up, and after a failed write (a partial
-line must not run into the next one). A line that does not parse (a power cut in the middle of a write) is
-skipped with a warning.
-
-A full disk: the journal keeps ROOM bytes of disk blocks allocated past its end
-(common/disk/whole_files.reserve), topped up as lines use them, so lines still land while the disk is full. What
-cannot be written even so is kept in memory, written by the next rewrite, and said in the log (how many todos
-a crash would lose now). A journal removed under the daemon (`rm -r todos/`) is made again from memory by
-`repair_if_removed`, which the delivery thread and the engines call off the tool calls' path.
+"""The on-disk half of the pending todos: one append-only journal per source,
+`<state_dir>/todos/<source>/outbox.jsonl` (0700/0600), a JSON line per change, each one write(2), so a change
+survives a kill -9 the moment `save`/`drop` returns. Why a journal, when it is rewritten, and what a full disk
+does: docs/design.md, "The todo outbox".
 """
 
 from __future__ import annotations

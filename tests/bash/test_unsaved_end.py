@@ -1,4 +1,4 @@
-"""An end the disk could not take (issue 25, hole 2): where even the room reserved at the task's start does not
+"""An end the disk could not take where even the room reserved at the task's start does not
 help (here: a file system treated as keeping no blocks ahead, on a real full tmpfs), every answer and the todo
 say so, a restart says only what was saved, and the daemon saves the end once there is room."""
 

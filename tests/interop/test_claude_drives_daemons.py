@@ -120,7 +120,7 @@ def test_agent_finds_reads_around_and_waits_through_the_views(stack):
 
     stack('MOCK:tool=mcp__bash__run {"cmd": "sleep 0.5; exit 3", "name": "first", "wait_seconds": 0}')
     stack('MOCK:tool=mcp__bash__run {"cmd": "sleep 60", "name": "second", "wait_seconds": 0}')
-    # A claude turn outlasts "first": it has ended before the call, so it ends no wait (issue 27, trap 6).
+    # A claude turn outlasts "first": it has ended before the call, so it ends no wait.
     text = _bounded(stack('MOCK:tool=mcp__bash__status {"ids": ["first", "second"], "wait_seconds": 1}'))
     assert "id=first status=done exit_code=3" in text and "id=second status=running" in text, text
     assert "ended before it: first; still running: second" in text or "ended during this call: first" in text

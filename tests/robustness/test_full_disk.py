@@ -1,5 +1,5 @@
 """The real bash daemon with its state directory on a small real disk (a 2 MiB tmpfs), as an operator's bad day
-goes (issue 25): a record bigger than the free space, a task whose own output fills the disk, a kill -9 and a
+goes: a record bigger than the free space, a task whose own output fills the disk, a kill -9 and a
 restart on a full disk, `rm -r` of bash-tasks/ and todos/ under a running daemon.
 
 Every answer must be true after the restart: a task answered `done` reads `done`, a refused `run` left
@@ -84,8 +84,8 @@ def test_an_end_answered_on_a_full_disk_survives_a_kill_9(bash_factory, small_di
 
 @pytest.mark.slow
 def test_a_task_that_succeeds_after_its_output_hit_the_full_disk_is_told(bash_factory, small_disk, tmp_path):
-    """The gap issue 25 left: the note was decided by a failing exit alone, so `yes || true` (its writes refused,
-    exit 0) was not told. Its output ends on a block's edge (the kernel refuses a write at the first page it has
+    """The note is not decided by a failing exit alone, or `yes || true` (its writes refused, exit 0) would not
+    be told. Its output ends on a block's edge (the kernel refuses a write at the first page it has
     no room for), which makes the end look at the disk. An output on a block's edge on a disk with room gets no
     note: the edge only makes the end ask."""
     daemon = bash_factory(socket=False, state_dir=_state(small_disk))

@@ -1,6 +1,6 @@
-"""Idle connections of the daemon's own uid against the real daemons (issue 25, hole 4): a few hundred
-connections that never send a byte used to fill waitress's connection limit, and every caller then waited for
-the 120 s channel timeout. Now a new connection must bring a whole first request within --first-request-timeout,
+"""Idle connections of the daemon's own uid against the real daemons: a few hundred connections that never send
+a byte would fill waitress's connection limit, and every caller would wait for the 120 s channel timeout. A new
+connection must bring a whole first request within --first-request-timeout,
 and idle connections make room when the limit is near, those never served first and then the oldest; a long
 answer is never cut."""
 

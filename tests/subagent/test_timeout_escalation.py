@@ -1,4 +1,4 @@
-"""A turn past its time whose claude ignores SIGINT (issue 29 d2: the daemon interrupts at the deadline and
+"""A turn past its time whose claude ignores SIGINT (the daemon interrupts at the deadline and
 escalates after the grace): SIGKILL ends it, and the outcome is still `timed_out`, saying both signals. The
 fake claude stands in for a claude that will not stop: the real one always honours SIGINT."""
 

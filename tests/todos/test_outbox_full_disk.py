@@ -1,4 +1,4 @@
-"""The todo outbox on a real full disk (a small tmpfs) and under an operator's `rm -r` (issue 25): what it
+"""The todo outbox on a real full disk (a small tmpfs) and under an operator's `rm -r`: what it
 took is on disk, kept in room reserved ahead; what it cannot take it says, and writes once there is room."""
 
 import logging
