@@ -93,7 +93,8 @@ def main(ctx: click.Context, url: str, token_file: Path | None, timeout: float) 
     """Operate nested claude sessions run by hive-subagent-daemon.
 
     start, continue, interrupt and status call the daemon; list and log read claude's transcripts from disk
-    (in the daemon's working directory, found in its state directory) and work with the daemon down.
+    (in the daemon's working directory, found in its state directory), diff a session's git worktree, and all
+    three work with the daemon down.
     """
     ctx.obj = DaemonClient("hive-subagent", url, token_file, timeout)
 
