@@ -145,13 +145,16 @@ class OutputGuard:
         file is over the limit (most tasks: no syscall, no lock)."""
         if not self.limit:
             return
+        small = max(sizes.values(), default=0) <= trigger_bytes(self.limit)
         if id(task) not in self._watched:  # (read without the lock: only the worker at its end removes it)
-            if max(sizes.values(), default=0) <= trigger_bytes(self.limit):
+            if small:
                 return
             files = [Watched(stream, path) for stream, path in paths().items()]
         else:
             with self._changed:
                 files = self._watched.pop(id(task))[1]
+            if small and all(w.fd is None for w in files):  # never looked at, and nothing to cut: no syscall
+                return
         with self._changed:
             for w in files:
                 try:
