@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from common.humanize import cut, one_line
 from hivesubagent.answers.shapes import FileStat, WorktreeData
 from hivesubagent.errors import SubagentError
 from hivesubagent.places.git import GitError, git_env, run_git
@@ -25,6 +26,11 @@ from hivesubagent.places.git import GitError, git_env, run_git
 BRANCH_PREFIX = "hive/"
 FILES_SHOWN = 20
 COMMITS_SHOWN = 5
+# What one file name, commit line or git error may take of an answer: 20 files and 5 commits stay well
+# inside the 8 KiB an answer is bounded to.
+PATH_CHARS = 120
+COMMIT_CHARS = 100
+ERROR_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -74,8 +80,13 @@ class Worktrees:
             self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
             self._git_or_refuse(Path(top), ["worktree", "add", "-b", branch, str(path), base],
                                 f"worktree: could not create {path} on branch {branch}")
-        made = Worktree(str(path), branch, base, top)
-        return made, path if inside == "." else path / inside
+            made = Worktree(str(path), branch, base, top)
+            where = path if inside == "." else path / inside
+            if not where.is_dir():  # cwd is a directory git does not track (untracked, ignored, empty)
+                self._clear_old(Path(top), path, branch, made)
+                raise SubagentError(f"cwd: {inside} is not in the repository's HEAD (untracked or ignored), so a "
+                                    f"worktree of it has no such directory: give a cwd git tracks, or {top}")
+        return made, where
 
     def _git_or_refuse(self, repo: Path, args: list[str], refusal: str) -> str:
         try:
@@ -115,12 +126,14 @@ class Worktrees:
                                               f"--exclude={branch}", "--branches"],
                                       "worktree: cannot read the earlier worktree's commits").splitlines()
         if commits:
-            found.append(f"{len(commits)} commit(s) ({'; '.join(commits[:COMMITS_SHOWN])})")
+            shown = "; ".join(one_line(c, COMMIT_CHARS) for c in commits[:COMMITS_SHOWN])
+            found.append(f"{len(commits)} commit(s) ({shown}{', ...' if len(commits) > COMMITS_SHOWN else ''})")
         if checkout:
             changed = self._git_or_refuse(where, ["status", "--porcelain", "--untracked-files=all"],
                                           "worktree: cannot read the earlier worktree's changes").splitlines()
             if changed:
-                shown = ", ".join(line[3:] for line in changed[:FILES_SHOWN])
+                shown = ", ".join(_tail(line[3:]) for line in changed[:FILES_SHOWN])
+                shown += ", ..." if len(changed) > FILES_SHOWN else ""
                 found.append(f"{len(changed)} uncommitted change(s) ({shown})")
         return "; ".join(found)
 
@@ -140,7 +153,7 @@ class Worktrees:
             commits = run_git(Path(wt.path), ["log", "--format=%h %s", f"{wt.base}..HEAD"], self.env).splitlines()
             numstat = self._diff(wt, ["--numstat", "-z"])
         except GitError as exc:
-            return {**out, "error": str(exc)}
+            return {**out, "error": cut(str(exc), ERROR_CHARS)}
         files: list[FileStat] = []
         insertions, deletions = 0, 0
         for record in numstat.split("\0"):
@@ -151,9 +164,10 @@ class Worktrees:
             binary = added == "-"
             insertions += 0 if binary else int(added)
             deletions += 0 if binary else int(removed)
-            files.append({"file": file, "insertions": None if binary else int(added),
+            files.append({"file": _tail(file), "insertions": None if binary else int(added),
                           "deletions": None if binary else int(removed)})
-        return {**out, "commits": len(commits), "last_commits": commits[:COMMITS_SHOWN], "files_changed": len(files),
+        last = [one_line(c, COMMIT_CHARS) for c in commits[:COMMITS_SHOWN]]
+        return {**out, "commits": len(commits), "last_commits": last, "files_changed": len(files),
                 "insertions": insertions, "deletions": deletions, "files": files[:FILES_SHOWN],
                 "files_more": max(0, len(files) - FILES_SHOWN)}
 
@@ -174,3 +188,8 @@ class Worktrees:
             env = git_env(self.env, copy)
             run_git(here, ["add", "--all"], env)
             return run_git(here, ["diff", "--cached", "--no-renames", "--no-color", *how, wt.base], env)
+
+
+def _tail(path: str) -> str:
+    """A file name as answers show it: its end, when it is long ("…/deep/name.py")."""
+    return path if len(path) <= PATH_CHARS else "…" + path[-(PATH_CHARS - 1):]

@@ -171,6 +171,11 @@ def test_an_old_worktree_with_work_is_never_removed(repo, trees):
         trees.create("y", repo, None)
     with pytest.raises(SubagentError, match="is not inside a git repository"):
         trees.create("z", trees.root / "y", None)
+    (repo / "untracked-dir").mkdir()
+    with pytest.raises(SubagentError, match="^cwd: untracked-dir is not in the repository's HEAD"):
+        trees.create("u", repo / "untracked-dir", None)
+    assert not (trees.root / "u").exists() and "hive/u" not in git(repo, "branch", "--list")
+    assert trees.create("u", repo, None)[1] == trees.root / "u"  # nothing left in the way
 
 
 def test_the_stat_counts_commits_changes_new_and_binary_files(repo, trees, tmp_path):
@@ -217,3 +222,24 @@ def test_a_git_that_hangs_is_killed_at_its_time_limit(repo):
                 if "30.25" in (p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE]
 
     wait_until(lambda: not left(), 5, "the hung git's processes to be gone")
+
+
+def test_what_a_worktree_holds_is_bounded_in_the_answer(repo, trees):
+    from hivesubagent.answers.place_texts import place_lines
+
+    tree, _ = trees.create("big", repo, None)
+    deep = Path(tree.path) / ("d" * 200) / ("e" * 200)
+    deep.mkdir(parents=True)
+    for i in range(40):
+        (deep / f"{i:02d}-{'f' * 200}.txt").write_text("x\n")
+    for i in range(7):
+        git(Path(tree.path), "commit", "-q", "--allow-empty", "-m", f"commit {i} " + "s" * 300)
+    stat = trees.stat(tree)
+    assert stat["files_changed"] == 40 and len(stat["files"]) == 20 and stat["files_more"] == 20
+    assert stat["commits"] == 7 and len(stat["last_commits"]) == 5
+    assert all(len(f["file"]) <= 120 and f["file"].startswith("…") for f in stat["files"])
+    text = "\n".join(place_lines({"cwd": tree.path, "worktree": stat}))
+    assert len(text.encode()) < 6 * 1024 and "and 20 more" in text
+    with pytest.raises(SubagentError) as refused:
+        trees.create("big", repo, tree)
+    assert len(str(refused.value).encode()) < 6 * 1024 and "7 commit(s)" in str(refused.value)
