@@ -1,5 +1,5 @@
 """Text for people, shared by the tool answers and the CLIs: a command on one line, a long text cut with a
-count of what was left out, an age, a size."""
+count of what was left out, a long path by its end, an age, a size."""
 
 from __future__ import annotations
 
@@ -14,6 +14,11 @@ def cut(text: str | None, limit: int) -> str:
     """The first `limit` characters of `text`, saying how many more there were."""
     text = text or ""
     return text if len(text) <= limit else text[:limit] + f" ... [{len(text) - limit} more characters]"
+
+
+def tail(text: str, limit: int) -> str:
+    """The end of `text`, at most `limit` characters (an ellipsis marks a cut): a long path's name stays."""
+    return text if len(text) <= limit else "…" + text[-(limit - 1):]
 
 
 def human_age(seconds: float) -> str:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from common.humanize import cut, one_line
+from common.humanize import cut, one_line, tail
 from hivesubagent.answers.shapes import FileStat, WorktreeData
 from hivesubagent.errors import SubagentError
 from hivesubagent.places.git import GitError, git_env, run_git
@@ -132,7 +132,7 @@ class Worktrees:
             changed = self._git_or_refuse(where, ["status", "--porcelain", "--untracked-files=all"],
                                           "worktree: cannot read the earlier worktree's changes").splitlines()
             if changed:
-                shown = ", ".join(_tail(line[3:]) for line in changed[:FILES_SHOWN])
+                shown = ", ".join(tail(line[3:], PATH_CHARS) for line in changed[:FILES_SHOWN])
                 shown += ", ..." if len(changed) > FILES_SHOWN else ""
                 found.append(f"{len(changed)} uncommitted change(s) ({shown})")
         return "; ".join(found)
@@ -164,7 +164,7 @@ class Worktrees:
             binary = added == "-"
             insertions += 0 if binary else int(added)
             deletions += 0 if binary else int(removed)
-            files.append({"file": _tail(file), "insertions": None if binary else int(added),
+            files.append({"file": tail(file, PATH_CHARS), "insertions": None if binary else int(added),
                           "deletions": None if binary else int(removed)})
         last = [one_line(c, COMMIT_CHARS) for c in commits[:COMMITS_SHOWN]]
         return {**out, "commits": len(commits), "last_commits": last, "files_changed": len(files),
@@ -188,8 +188,3 @@ class Worktrees:
             env = git_env(self.env, copy)
             run_git(here, ["add", "--all"], env)
             return run_git(here, ["diff", "--cached", "--no-renames", "--no-color", *how, wt.base], env)
-
-
-def _tail(path: str) -> str:
-    """A file name as answers show it: its end, when it is long ("…/deep/name.py")."""
-    return path if len(path) <= PATH_CHARS else "…" + path[-(PATH_CHARS - 1):]

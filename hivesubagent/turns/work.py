@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common.humanize import one_line
+from common.humanize import one_line, tail
 from hivesubagent.answers.shapes import WorkData
 from hivesubagent.transcripts.transcript import is_prompt
 
@@ -33,7 +33,7 @@ class TurnWork:
     commands: list[str] = field(default_factory=list)
 
     def as_dict(self) -> WorkData:
-        return {"files_changed": len(self.files), "files": [_tail(f, PATH_CHARS) for f in self.files[:FILES_SHOWN]],
+        return {"files_changed": len(self.files), "files": [tail(f, PATH_CHARS) for f in self.files[:FILES_SHOWN]],
                 "files_more": max(0, len(self.files) - FILES_SHOWN), "commands_run": len(self.commands),
                 "last_commands": [one_line(c, COMMAND_CHARS) for c in self.commands[-COMMANDS_SHOWN:]]}
 
@@ -80,10 +80,6 @@ def _count(work: TurnWork, tool: str, tool_input: Any, workdir: Path) -> None:
         shown = relative(tool_input[WRITING_TOOLS[tool]], workdir)
         if shown not in work.files:
             work.files.append(shown)
-
-
-def _tail(text: str, limit: int) -> str:
-    return text if len(text) <= limit else "…" + text[-(limit - 1):]
 
 
 def relative(path: str, workdir: Path) -> str:
