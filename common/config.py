@@ -93,6 +93,12 @@ class ServerSettings:
     ready_file: Path | None = knob(None, "path",
                                    "Once listening, write {url, pid} as JSON here (tests and scripts wait on it).")
     log_level: Literal["debug", "info", "warning", "error"] = knob("info", "level", "How much the daemon logs.")
+    mcp_tasks: Literal["on", "off"] = knob(
+        "on", "switch", "Serve the MCP tasks extension (io.modelcontextprotocol/tasks, protocol 2026-07-28): a call "
+        "still at work when its wait ends answers a client that declared it with a task handle the client polls, "
+        "and its end reaches the model through the client. off: every client gets today's answers, and ends "
+        "arrive as todos alone."
+    )
     metrics: Literal["on", "off"] = knob(
         "on", "switch", "Serve GET /metrics (the Prometheus text format) behind the same checks as /mcp: the "
         "listening address, Host, the caller's uid, the bearer token. off: 404."

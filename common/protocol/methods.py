@@ -1,4 +1,5 @@
-"""The MCP methods a daemon answers (tools/list, tools/call, ping, server/discover), shared by both protocol eras.
+"""The MCP methods a daemon answers (tools/list, tools/call, ping, server/discover, and the tasks extension's
+tasks/* in the 2026 era: common/protocol/mcp_tasks.py), shared by both protocol eras.
 
 common/protocol/transport.py routes an HTTP request to one of the two eras; either era then hands the method
 here. Results are shaped and checked with the `mcp` package's own per-version types.
@@ -13,6 +14,7 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from common.protocol.mcp_tasks import TASKS_EXTENSION, TaskMethods, TaskRpcError, declares_tasks
 from common.protocol.oversized_call import oversized_arguments
 from common.protocol.tools import CallContext, ToolArgumentsError, ToolRegistry, ToolResult, UnknownTool
 
@@ -48,14 +50,21 @@ def error_body(request_id: Any, err: RpcError) -> dict[str, Any]:
 class McpMethods:
     """The methods over one tool registry."""
 
-    def __init__(self, registry: ToolRegistry, max_body_bytes: int | None = None):
+    def __init__(self, registry: ToolRegistry, max_body_bytes: int | None = None, mcp_tasks: bool = True):
+        """`mcp_tasks`: serve the tasks extension (--mcp-tasks), when the registry has handles for it."""
         self.registry = registry
         self.max_body_bytes = max_body_bytes  # a tools/call over it is refused as a tool error (oversized_call)
+        self.tasks = TaskMethods(registry.task_handles, mcp_tasks)
 
-    def instructions(self) -> dict[str, str]:
-        """The server-wide guidance for `initialize` and `server/discover` results (none: the key is left out)."""
-        text = self.registry.instructions
+    def instructions(self, client_tasks: bool = False) -> dict[str, str]:
+        """The server-wide guidance for `initialize` and `server/discover` results (none: the key is left out);
+        `client_tasks`: for a client that declared the tasks extension."""
+        text = self.registry.instructions_for(client_tasks)
         return {"instructions": text} if text else {}
+
+    def client_tasks(self, params: dict[str, Any], modern: bool) -> bool:
+        """Whether this request's client takes task handles: the 2026 era, the extension served and declared."""
+        return modern and self.tasks.enabled and declares_tasks(params)
 
     def dispatch(self, method: str, params: Any, version: str, modern: bool, call: Any = None,
                  body_bytes: int = 0) -> dict[str, Any]:
@@ -65,7 +74,7 @@ class McpMethods:
             raise RpcError(INVALID_PARAMS, "Invalid params: params must be an object")
         params = params or {}
         if method == "tools/list":
-            result: dict[str, Any] = {"tools": self.registry.listing()}
+            result: dict[str, Any] = {"tools": self.registry.listing(self.client_tasks(params, modern))}
             if modern:
                 result.update(ttlMs=TOOL_LIST_TTL_MS, cacheScope="public")
             return result
@@ -74,13 +83,21 @@ class McpMethods:
         if method == "ping" and not modern:
             return {}
         if method == "server/discover" and modern:
+            capabilities: dict[str, Any] = {"tools": {"listChanged": False}}
+            if self.tasks.enabled:
+                capabilities["extensions"] = {TASKS_EXTENSION: {}}
             return {
                 "supportedVersions": list(MODERN_PROTOCOL_VERSIONS),
-                "capabilities": {"tools": {"listChanged": False}},
+                "capabilities": capabilities,
                 "ttlMs": TOOL_LIST_TTL_MS,
                 "cacheScope": "public",
-                **self.instructions(),
+                **self.instructions(self.client_tasks(params, modern)),
             }
+        if modern and self.tasks.serves(method):
+            try:
+                return self.tasks.dispatch(method, params)
+            except TaskRpcError as err:
+                raise RpcError(err.code, err.message, err.data) from None
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", data=method)
 
     def _call_tool(self, params: dict[str, Any], version: str, call: Any, body_bytes: int = 0) -> dict[str, Any]:
@@ -91,7 +108,9 @@ class McpMethods:
         if not isinstance(meta, dict):
             meta = {}
         ctx = CallContext(structured=meta.get(STRUCTURED_META_KEY) is True, protocol_version=version,
-                          operator=meta.get(OPERATOR_META_KEY) is True, **_linked(call))
+                          operator=meta.get(OPERATOR_META_KEY) is True,
+                          client_tasks=self.client_tasks(params, version in MODERN_PROTOCOL_VERSIONS),
+                          **_linked(call))
         try:
             if self.max_body_bytes is not None and body_bytes > self.max_body_bytes:
                 raise oversized_arguments(self.registry.get(name), params.get("arguments"), body_bytes,
@@ -108,6 +127,8 @@ class McpMethods:
 
     @staticmethod
     def _tool_result(result: ToolResult, ctx: CallContext) -> dict[str, Any]:
+        if result.task is not None and ctx.client_tasks:
+            return dict(result.task)  # a CreateTaskResult (mcp_tasks.py): only to a client that takes one
         body: dict[str, Any] = {"content": [{"type": "text", "text": result.text}], "isError": result.is_error}
         if ctx.structured:
             body["structuredContent"] = result.data
@@ -121,8 +142,8 @@ class McpMethods:
         shape is the shape itself in every protocol version (tests/common/test_tools.py checks it against the
         installed SDK), and the validation was a visible share of every call's path (docs/performance.md,
         "Measurements behind the code")."""
-        if method == "tools/call" and is_plain_tool_result(result, version):
-            return result
+        if method == "tools/call" and (is_plain_tool_result(result, version) or result.get("resultType") == "task"):
+            return result  # (the SDK's tools/call type knows no CreateTaskResult: mcp_tasks.py built and checks it)
         try:
             return mcp_methods.serialize_server_result(method, version, result)
         except ValidationError:

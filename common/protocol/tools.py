@@ -21,6 +21,7 @@ from common.protocol.quick_check import compile_quick_check
 
 if TYPE_CHECKING:
     from common.metrics.tool_calls import ToolCallMetrics
+    from common.protocol.mcp_tasks import TaskHandles
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,8 @@ class CallContext:
     wait whose caller is gone must still leave the result where the agent will find it). `cancel` is fired
     by that hang-up or cancel, so a wait that registers with it ends at once; `progress` reports to a client
     that asked for progress (common/protocol/call_progress.py). `operator` marks a call from an operator's CLI rather
-    than the agent: it must not count as the agent having seen anything."""
+    than the agent: it must not count as the agent having seen anything. `client_tasks`: the client declared the
+    tasks extension (and the daemon serves it), so a call still at work may answer with a task handle."""
 
     structured: bool = False
     protocol_version: str | None = None
@@ -73,6 +75,7 @@ class CallContext:
     operator: bool = False
     cancel: Cancellation = field(default_factory=Cancellation)
     progress: ProgressReporter = NO_PROGRESS
+    client_tasks: bool = False
 
 
 @dataclass
@@ -84,6 +87,9 @@ class ToolResult:
     text: str
     data: Mapping[str, Any] = field(default_factory=dict)
     is_error: bool = False
+    # A CreateTaskResult (common/protocol/mcp_tasks.py) answered instead, to a call whose CallContext.client_tasks
+    # is set; `text` stays the answer for any other caller.
+    task: Mapping[str, Any] | None = None
 
 
 # A handler's arguments: the TypedDict of its tool's input schema (hivebash/tools/__init__.py `RunArgs`, ...), so mypy
@@ -110,12 +116,15 @@ class Tool(Generic[Args]):
     # said when a call's body is over the request limit (common/protocol/oversized_call.py);
     # None: "pass its path instead".
     file_route: str | None = None
+    # The description for a client that declared the tasks extension (None: the same as `description`).
+    task_description: str | None = None
 
-    def listing(self) -> dict[str, Any]:
-        """The tool as `tools/list` shows it. No outputSchema: the Python SDK would then *require*
-        structuredContent on every result, and Claude Code would show the model only that (docs/design.md,
-        "MCP clients")."""
-        entry: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
+    def listing(self, client_tasks: bool = False) -> dict[str, Any]:
+        """The tool as `tools/list` shows it (`client_tasks`: to a client of the tasks extension). No outputSchema:
+        the Python SDK would then *require* structuredContent on every result, and Claude Code would show the
+        model only that (docs/design.md, "MCP clients")."""
+        description = self.task_description if client_tasks and self.task_description else self.description
+        entry: dict[str, Any] = {"name": self.name, "description": description, "inputSchema": self.input_schema}
         if self.title:
             entry["title"] = self.title
         if self.annotations:
@@ -228,10 +237,14 @@ def _check_encodable(value: Any, where: str) -> None:
 
 class ToolRegistry:
     """The tools one server offers, by name, in declaration order, and the server-wide guidance a model reads
-    once (`instructions`: MCP's `initialize` and `server/discover` carry it)."""
+    once (`instructions`: MCP's `initialize` and `server/discover` carry it; `task_instructions` to a client of
+    the tasks extension). `task_handles`: the daemon's side of that extension (common/protocol/mcp_tasks.py)."""
 
-    def __init__(self, tools: Sequence[Tool[Any]] = (), instructions: str | None = None):
+    def __init__(self, tools: Sequence[Tool[Any]] = (), instructions: str | None = None,
+                 task_handles: "TaskHandles | None" = None, task_instructions: str | None = None):
         self.instructions = instructions
+        self.task_instructions = task_instructions
+        self.task_handles = task_handles
         # Tool[Any]: each tool's handler takes its own TypedDict; `call` is where a validated dict becomes it.
         self._tools: dict[str, Tool[Any]] = {}
         # One validator a tool, built at registration: building one (a referencing registry and resolver) per
@@ -251,8 +264,11 @@ class ToolRegistry:
         self._validators[tool.name] = ArgumentValidator(tool.input_schema)
         self._quick[tool.name] = compile_quick_check(tool.input_schema)
 
-    def listing(self) -> list[dict[str, Any]]:
-        return [t.listing() for t in self._tools.values()]
+    def listing(self, client_tasks: bool = False) -> list[dict[str, Any]]:
+        return [t.listing(client_tasks) for t in self._tools.values()]
+
+    def instructions_for(self, client_tasks: bool) -> str | None:
+        return self.task_instructions if client_tasks and self.task_instructions else self.instructions
 
     def tools(self) -> list[Tool[Any]]:
         """The declared tools, in declaration order."""

@@ -23,7 +23,6 @@ import mcp_types
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
     InboundLadderRejection,
-    classify_inbound_request,
     unsupported_protocol_version_rejection,
 )
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
@@ -44,7 +43,7 @@ from common.json_text import compact
 from common.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from common.metrics import MetricsRegistry
 from common.metrics.tool_calls import ToolCallMetrics
-from common.protocol import after_answer
+from common.protocol import after_answer, mcp_tasks
 from common.protocol.event_stream import StreamedCall
 from common.protocol.http_guard import Guard, read_token_file
 from common.protocol.methods import McpMethods, RpcError, error_body, first_error
@@ -151,7 +150,7 @@ class McpApp:
         self.registry = registry
         self.metrics = metrics
         registry.metrics = ToolCallMetrics(metrics, [t.name for t in registry.tools()]) if metrics else None
-        self.methods = McpMethods(registry, settings.max_body_bytes)
+        self.methods = McpMethods(registry, settings.max_body_bytes, mcp_tasks=settings.mcp_tasks == "on")
         self.server_info = {"name": server_name, "version": server_version}
         self.settings = settings
         token = read_token_file(settings.token_file) if settings.token_file else None
@@ -268,7 +267,7 @@ class McpApp:
         # No find_duplicated_routing_header here: waitress folds repeated header lines into one value ("a, b"),
         # which never equals the body's, so the ladder refuses a duplicate as a mismatch (tests:
         # test_a_routing_header_sent_twice_is_refused).
-        verdict = classify_inbound_request(body, headers=EnvironHeaders(request.environ))
+        verdict = mcp_tasks.classify(body, EnvironHeaders(request.environ))  # the SDK's ladder, and tasks' Mcp-Name
         if isinstance(verdict, InboundLadderRejection):
             return self._modern_error(request_id, RpcError(verdict.code, verdict.message, verdict.data))
         version = verdict.protocol_version
