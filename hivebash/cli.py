@@ -30,6 +30,7 @@ from common.cli_base import (
 )
 from common.config import BashSettings, click_options
 from hivebash.cli_interactive import attach_cmd, send_cmd
+from hivebash.cli_tail import KeptCopier, gap_of
 
 if TYPE_CHECKING:  # the tools' argument types only (importing hivebash.tools would load the engine)
     from hivebash.tools import KillArgs, ListArgs, RunArgs, StatusArgs
@@ -232,33 +233,30 @@ def list_cmd(client: DaemonClient, state: str | None, limit: int, as_json: bool)
               help="Start with the last this many bytes.")
 @click.pass_obj
 def tail_cmd(client: DaemonClient, task_id: str, follow: bool, stream: str, count: int) -> None:
-    """Print the end of a task's output file (read directly from the daemon's state directory)."""
+    """Print the end of a task's output file (read directly from the daemon's state directory).
+
+    A middle dropped past --max-output-bytes is one marker line, never its NUL bytes."""
     first: StatusArgs = {"id": task_id}
     again: StatusArgs = {"id": task_id, "wait_seconds": FOLLOW_STEP}
     data = client.call("status", first).data
     path = Path(data[stream]["path"])
-    out = sys.stdout.buffer
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            f.seek(max(0, size - count))
-            _copy(f, out)
+            copier = KeptCopier(f.fileno(), sys.stdout.buffer, max(0, size - count),
+                                lambda: gap_of(client.call("status", first).data, stream))
+            copier.start(gap_of(data, stream))
+            copier.copy()
             while follow and data.get("status") in ("pending", "running"):
                 started = time.monotonic()
                 data = client.call("status", again, wait=FOLLOW_STEP).data
-                _copy(f, out)
+                copier.copy()
                 if data.get("wait", {}).get("skipped"):  # the daemon had no wait slot: do not spin
                     time.sleep(max(0.0, FOLLOW_STEP - (time.monotonic() - started)))
-            _copy(f, out)
+            copier.copy()
     except FileNotFoundError:
         raise click.ClickException(f"{path}: no such file (is the daemon's state directory on this machine?)") from None
     except PermissionError:
         raise click.ClickException(f"{path}: permission denied (the files are 0600, "
                                    "owned by the daemon's user)") from None
     sys.exit(task_exit_code(data) if follow else 0)
-
-
-def _copy(src, out) -> None:
-    while chunk := src.read(1 << 16):
-        out.write(chunk)
-    out.flush()

@@ -66,6 +66,9 @@ def about_lines(view: TaskSnapshot, first_answer: bool) -> list[str]:
         lines.append(f"timeout: {t.timeout_secs:g}s")
     if r and r.note:
         lines.append(f"note: {r.note}")
+    passed = ov.passed_line(t.dropped)
+    if passed:
+        lines.append(passed)
     if view.leftovers:
         lines.append(still_alive_line(t.id, view.leftovers))
     stopping = stop_line(t)

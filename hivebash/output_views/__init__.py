@@ -13,7 +13,7 @@ wait_for, request (what a status asks to see, and its rendering).
 
 from hivebash.output_views.failures import FAILURE_LINES, FAILURE_PATTERN, failure_lines
 from hivebash.output_views.grep_view import compile_pattern, grep
-from hivebash.output_views.kept import Gap, OutputFile
+from hivebash.output_views.kept import Gap, OutputFile, gap_data, passed_line
 from hivebash.output_views.line_index import LineIndex
 from hivebash.output_views.reading import (
     BLOCK,
@@ -36,5 +36,5 @@ from hivebash.output_views.window_view import window
 __all__ = ["FAILURE_LINES", "FAILURE_PATTERN", "failure_lines", "BLOCK", "CONTEXT_MAX", "DEFAULT_MAX_LINES",
            "GREP_SECONDS", "Gap", "LINE_CAP", "MAX_LINES_MAX", "OutputFile", "STREAMS",
            "VIEW_BUDGET", "Line", "LineIndex", "PromptWatch", "Source", "View", "ViewError", "ViewRequest", "Watch",
-           "file_size",
+           "file_size", "gap_data", "passed_line",
            "compile_pattern", "grep", "render", "tail", "watch", "window"]

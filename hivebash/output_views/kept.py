@@ -173,6 +173,26 @@ def open_kept(path: str, gap: Gap | None = None) -> OutputFile | None:
         raise
 
 
+def passed_line(dropped: dict[str, list[int]] | None) -> str | None:
+    """The one line an answer and a todo give a task whose output passed --max-output-bytes:
+    `output: stdout passed 1 GiB; the middle was dropped (2.4 GiB)`; None when none did."""
+    gaps = [(s, g) for s in ("stdout", "stderr") if (g := Gap.of(dropped, s)) is not None]
+    if not gaps:
+        return None
+    said = "; and ".join(f"{s} passed {size_words(g.limit)}; the middle was dropped ({size_words(g.dropped)})"
+                         for s, g in gaps)
+    return f"output: {said}"
+
+
+def gap_data(dropped: dict[str, list[int]] | None, stream: str, written: int) -> dict | None:
+    """What a status's data says of a stream's dropped middle: bytes written in all, kept, and the range."""
+    gap = Gap.of(dropped, stream)
+    if gap is None:
+        return None
+    return {"written_bytes": written, "kept_bytes": max(0, written - gap.dropped),
+            "dropped": {"from_byte": gap.start, "to_byte": gap.end, "bytes": gap.dropped, "limit": gap.limit}}
+
+
 def gap_note(f: OutputFile) -> str:
     """What a view's header says of a file's dropped middle ("" without one)."""
     if f.gap is None:

@@ -186,12 +186,12 @@ def _lines_text(shown: _Shown) -> str:
 
 
 def _size(s: _Shown) -> str:
-    """The file's size; with a dropped middle, what was written and what is kept, and how numbers count."""
+    """The file's size; with a dropped middle, what was written and what is kept, and how numbers count (the
+    limit it passed is the answer's `output:` line, kept.passed_line)."""
     if s.gap is None:
         return size_text(s.size)
     return (f"{size_text(s.written)} written, {size_text(s.written - s.gap.dropped)} kept "
-            f"({size_text(s.gap.dropped)} dropped from the middle: over --max-output-bytes {size_text(s.gap.limit)}; "
-            f"line numbers marked ~ are counted from the gap)")
+            f"({size_text(s.gap.dropped)} dropped from the middle; line numbers marked ~ are counted from the gap)")
 
 
 def _span(s: _Shown, first: int, last: int) -> str:

@@ -58,10 +58,9 @@ class TaskSnapshot:
             }
         if self.queue_position is not None:
             data["queue_position"] = self.queue_position
-        if self.stdout is not None:
-            data["stdout"] = self.stdout.to_dict()
-        if self.stderr is not None:
-            data["stderr"] = self.stderr.to_dict()
+        for stream, tail in (("stdout", self.stdout), ("stderr", self.stderr)):
+            if tail is not None:
+                data[stream] = tail.to_dict() | (ov.gap_data(t.dropped, stream, tail.size) or {})
         if self.output is not None and "streams" in self.output.data and (
                 "grep" in self.output.data or "from_line" in self.output.data):
             data["view"] = self.output.data

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from common.facts import known_kv
 from common.humanize import one_line
 from common.todos import Todos
+from hivebash.output_views.kept import passed_line
 from hivebash.tasks.entry import TaskEntry
 
 if TYPE_CHECKING:
@@ -79,6 +80,8 @@ def completion_todo(entry: TaskEntry, store: TaskStore, data: dict) -> Todo:
     out, err = store.file(task.id, "out"), store.file(task.id, "err")
     body = (f"bash task {task.id} finished: {facts}\n"
             f"command: {one_line(task.cmd, 200)}\n" + (f"note: {r.note}\n" if r and r.note else "") +
+            (f"{passed} (Read shows the dropped range as NUL bytes; status(id=\"{task.id}\", grep=...) or "
+             "from_line skip it)\n" if (passed := passed_line(task.dropped)) else "") +
             _leftovers_line(entry) + (unsaved_line(entry.unsaved) + "\n" if entry.unsaved else "") +
             (f"output (a terminal: stderr included): Read({out})\n" if task.stdin == "tty" else
              f"stdout: Read({out})\nstderr: Read({err})\n") +

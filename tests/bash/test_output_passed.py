@@ -1,0 +1,114 @@
+"""A task whose output passed --max-output-bytes: its answers and its todo say so in one line, its status data
+gives bytes written and kept, and `hive-bash tail -f` copies its file past the dropped range, never a NUL of it,
+also when the range widens while the copy reads (a real file, punched as the output guard punches it)."""
+
+import io
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from kit.hivebash_testkit import wait_until
+
+from common.disk.whole_files import punch_hole
+from hivebash.answers.texts import outcome_result
+from hivebash.cli import main
+from hivebash.cli_tail import KeptCopier
+from hivebash.disk.output_limit import line_end_after, line_start_at_or_before
+from hivebash.output_views.kept import Gap
+
+LIMIT = 1 << 20
+DAEMON = str(Path(sys.executable).parent / "hive-bash-daemon")
+
+
+def _row(n: int) -> bytes:
+    return b"row %d\n" % n
+
+
+def _punch(path: Path, start: int, end: int) -> None:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        punch_hole(fd, start, end - start)
+    except OSError as exc:
+        pytest.skip(f"this filesystem cannot punch holes ({exc.strerror})")
+    finally:
+        os.close(fd)
+
+
+def _edges(path: Path, start: int, end: int) -> tuple[int, int]:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return line_start_at_or_before(fd, start), line_end_after(fd, end)
+    finally:
+        os.close(fd)
+
+
+def test_the_answer_and_the_todo_say_once_that_stdout_passed_the_limit(make_engine, tmp_path, todos):
+    engine = make_engine(state_dir=tmp_path / "state", max_output_bytes=LIMIT)
+    tid = engine.run("sleep 0.3; seq 1 1500000", wait_seconds=0).view.task.id
+    wait_until(lambda: todos.calls and "finished" in todos.calls[-1][3], 30, "the completion todo")
+    body = todos.calls[-1][3]
+    assert body.count("stdout passed 1 MiB; the middle was dropped (") == 1, body
+    assert "NUL" in body and f'status(id="{tid}", grep=' in body, body
+    answer = outcome_result(engine.status(tid), False)
+    assert answer.text.count("passed 1 MiB") == 1 and answer.text.count("over --max-output-bytes") == 0, answer.text
+    assert "\n--- stdout: " in answer.text and " written, " in answer.text and " kept (" in answer.text
+    stdout = answer.data["stdout"]
+    start, end, limit = engine.status(tid).view.task.dropped["stdout"]
+    out = tmp_path / "state" / "bash-tasks" / f"{tid}.out"
+    assert stdout["written_bytes"] == stdout["size"] == os.path.getsize(out)
+    assert stdout["kept_bytes"] == stdout["size"] - (end - start)
+    assert stdout["dropped"] == {"from_byte": start, "to_byte": end, "bytes": end - start, "limit": LIMIT}
+    assert "dropped" not in answer.data["stderr"] and "passed" not in outcome_result(
+        engine.run("echo small", wait_seconds=10), True).text
+
+
+def test_the_copy_skips_the_range_and_one_that_widens_while_it_reads(tmp_path):
+    path = tmp_path / "t.out"
+    path.write_bytes(b"".join(_row(n) for n in range(1, 200_001)))
+    size = path.stat().st_size
+    start, end = _edges(path, 64 << 10, size // 2)
+    _punch(path, start, end)
+    recorded = [Gap(start, end, LIMIT)]
+    out = io.BytesIO()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        copier = KeptCopier(fd, out, 0, lambda: recorded[-1])
+        copier.start(None)
+        copier.copy()
+        first = out.getvalue()
+        # The task writes on and the guard frees more: from the old start to past what the copy has seen.
+        with open(path, "ab") as f:
+            f.write(b"".join(_row(n) for n in range(200_001, 400_001)))
+        wider_end = _edges(path, 0, size + (size // 4))[1]
+        _punch(path, end, wider_end)
+        recorded.append(Gap(start, wider_end, LIMIT))
+        copier.copy()
+    finally:
+        os.close(fd)
+    text = out.getvalue()
+    assert b"\0" not in text
+    lines = text.decode().splitlines()
+    head_rows = path.read_bytes()[:start].count(b"\n")
+    assert lines[head_rows - 1] == f"row {head_rows}" and lines[head_rows].startswith("[... ") and \
+        "dropped from the middle: over --max-output-bytes 1 MiB ...]" in lines[head_rows], lines[head_rows]
+    assert first.endswith(b"row 200000\n") and lines[-1] == "row 400000"
+    assert sum("more dropped from the middle" in line for line in lines) == 1
+    # every row that is shown is whole, once, and in order
+    rows = [int(line.split()[1]) for line in lines if line.startswith("row ")]
+    assert rows == sorted(set(rows)) and rows[0] == 1
+
+
+@pytest.mark.slow
+def test_tail_follow_of_a_flood_prints_no_nul(daemon_factory, tmp_path):
+    d = daemon_factory([DAEMON, "--state-dir", str(tmp_path / "state"), "--max-output-bytes", str(LIMIT)])
+    runner = CliRunner()
+    started = runner.invoke(main, ["--url", d.url, "run", "--name", "flood",
+                                   "for i in $(seq 1 40); do seq 1 200000; sleep 0.05; done"])
+    assert started.exit_code == 0, started.output
+    done = runner.invoke(main, ["--url", d.url, "tail", "-f", "-c", "100000000", "flood"], catch_exceptions=False)
+    out = done.stdout_bytes
+    assert done.exit_code == 0 and b"\0" not in out, out[:200]
+    assert b"dropped from the middle: over --max-output-bytes 1 MiB ...]" in out
+    assert out.startswith(b"1\n2\n3\n") and out.endswith(b"\n199999\n200000\n")
