@@ -91,6 +91,46 @@ def line_start_at_or_before(fd: int, offset: int) -> int:
     return lo + nl + 1 if nl >= 0 else offset
 
 
+def hole_end(fd: int, offset: int) -> int:
+    """Where the freed bytes that start at `offset` end: past its NULs, across holes (SEEK_DATA). A daemon that
+    stopped after it freed a wider range than its last saved record says leaves a file whose record ends
+    short of the hole; a restart moves the record's end here, so no view reads the rest of it as NULs."""
+    size = os.fstat(fd).st_size
+    pos = offset
+    while pos < size:
+        chunk = os.pread(fd, PAGE, pos)
+        zeros = len(chunk) - len(chunk.lstrip(b"\0"))
+        pos += zeros
+        if zeros < len(chunk) or not chunk:
+            break
+        try:
+            pos = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError:  # ENXIO: a hole up to the end of the file
+            return size
+    return min(pos, size)
+
+
+def settle_dropped(task: Task, paths: dict[str, str]) -> bool:
+    """Make a task's recorded ranges end where the freed bytes of its files do (see `hole_end`); whether any
+    moved. For a task a previous daemon left behind, before its record is written again."""
+    moved = {}
+    for stream, gap in (task.dropped or {}).items():
+        try:
+            fd = os.open(paths[stream], os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except (OSError, KeyError):
+            continue
+        try:
+            end = hole_end(fd, gap[1])
+        finally:
+            os.close(fd)
+        if end > gap[1]:
+            moved[stream] = [gap[0], end, *gap[2:]]
+    if moved:
+        task.dropped = {**(task.dropped or {}), **moved}
+        log.warning("task %s: its record's dropped range ended short of its file's hole: %s", task.id, moved)
+    return bool(moved)
+
+
 def _raise_priority() -> None:
     """Run the guard's thread ahead of the tasks it watches, where the daemon may (CAP_SYS_NICE, or root): on a
     loaded machine a flood and its pipeline take the cores, and a look that comes tens of ms late lets `yes`

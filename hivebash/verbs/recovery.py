@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import time
 
+from hivebash.disk.end_room import output_sizes
+from hivebash.disk.output_limit import settle_dropped
 from hivebash.processes.ops import TaskProcessOps
 from hivebash.tasks import task as T
 from hivebash.tasks.record import record_of
@@ -23,6 +25,8 @@ def recover(rooms: Rooms) -> None:
     """Load every record into the registry, and interrupt the stale tasks (nothing else runs yet)."""
     loaded = rooms.store.load_all()
     stale = interrupt_stale(loaded, rooms.settings.kill_grace, rooms.ops)
+    for t in stale:
+        _settle_output(rooms, t)
     for t in loaded:
         rooms.records.own(t.id, t)
     unsaved = {t.id: rooms.lifecycle.persist(t, record_of(t), terminal=True) for t in stale}  # a full disk: said
@@ -34,6 +38,17 @@ def recover(rooms: Rooms) -> None:
                 tasks.agent.todo_completion(entry)
             elif t.terminal:
                 tasks.agent.may_hold_todo(entry)
+
+
+def _settle_output(rooms: Rooms, task: Task) -> None:
+    """A stale task's files as its record will say them: its ranges end where the holes do, and what its
+    processes wrote past the limit since the last look is cut as at a task's end (its record is written next)."""
+    paths = {"stdout": rooms.store.file(task.id, "out"), "stderr": rooms.store.file(task.id, "err")}
+    try:
+        settle_dropped(task, paths)
+        rooms.lifecycle.guard.finish(task, output_sizes(paths), lambda: paths)
+    except OSError as exc:
+        log.warning("task %s: its output files could not be settled: %s", task.id, exc)
 
 
 def interrupt_stale(tasks: list[Task], kill_grace: float, ops: TaskProcessOps) -> list[Task]:

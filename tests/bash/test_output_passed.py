@@ -3,6 +3,7 @@ gives bytes written and kept, and `hive-bash tail -f` copies its file past the d
 also when the range widens while the copy reads (a real file, punched as the output guard punches it)."""
 
 import io
+import json
 import os
 import sys
 from pathlib import Path
@@ -42,6 +43,11 @@ def _edges(path: Path, start: int, end: int) -> tuple[int, int]:
         return line_start_at_or_before(fd, start), line_end_after(fd, end)
     finally:
         os.close(fd)
+
+
+def _task(engine, tid):
+    with engine.registry.locked() as tasks:
+        return tasks.get(tid).task
 
 
 def test_the_answer_and_the_todo_say_once_that_stdout_passed_the_limit(make_engine, tmp_path, todos):
@@ -112,3 +118,32 @@ def test_tail_follow_of_a_flood_prints_no_nul(daemon_factory, tmp_path):
     assert done.exit_code == 0 and b"\0" not in out, out[:200]
     assert b"dropped from the middle: over --max-output-bytes 1 MiB ...]" in out
     assert out.startswith(b"1\n2\n3\n") and out.endswith(b"\n199999\n200000\n")
+
+
+def test_a_restart_finds_the_hole_wider_than_the_saved_record_and_says_it_right(make_engine, tmp_path):
+    """The first range reaches the record at once, wider ones with the next record: a daemon that dies (here:
+    its guard stops and a second daemon takes the state directory over) leaves a record whose range ends short
+    of the file's hole, and a file its processes wrote on past the limit. The restart settles both."""
+    state = tmp_path / "state"
+    first = make_engine(state_dir=state, max_output_bytes=LIMIT)
+    tid = first.run("while :; do seq 1 100000; sleep 0.01; done", wait_seconds=0).view.task.id
+    record = state / "bash-tasks" / f"{tid}.json"
+
+    def widened():
+        saved = json.loads(record.read_text()).get("dropped") or {}
+        live = _task(first, tid).dropped or {}
+        return "stdout" in saved and live.get("stdout", [0, 0])[1] > saved["stdout"][1]
+    wait_until(widened, 30, "a range wider than the saved one")
+    first.rooms.lifecycle.guard.close()  # the old daemon's looks stop: its task writes on past the limit
+    out = state / "bash-tasks" / f"{tid}.out"
+    wait_until(lambda: os.stat(out).st_blocks * 512 > 2 * LIMIT, 30, "the file past the limit")
+    second = make_engine(state_dir=state, max_output_bytes=LIMIT)
+    view = second.status(tid).view
+    assert view.task.state == "interrupted", view.task
+    start, end, _ = view.task.dropped["stdout"]
+    data = out.read_bytes()
+    assert data[start:end].strip(b"\0") == b"" and data[end:end + 1] not in (b"\0", b""), (start, end)
+    assert b"\0" not in data[end:] and b"\0" not in data[:start]
+    assert os.stat(out).st_blocks * 512 <= LIMIT
+    text = view.output.text
+    assert "\0" not in text and "\\x00" not in text and "dropped from the middle" in text
