@@ -6,6 +6,7 @@ import sys
 import pytest
 from daemon_harness import ECHO_SERVER, DaemonProcess, start_daemon, todo_sink
 from kit.claude import claude_bin, mock_api  # noqa: F401 - the one pair of claude fixtures, for every folder
+from kit.claude_tui import claude_tui  # noqa: F401 - the interactive claude in tmux, for every folder
 from small_disk import mount_small_disk, unmount
 
 # A shell without job control starts a background command (`scripts/test &`, `nohup`) with SIGINT ignored, and

@@ -48,6 +48,7 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -168,6 +169,7 @@ class MockMessagesServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.requests: list[LoggedRequest] = []
         self.lock = threading.Lock()
+        self.arrived = threading.Condition(self.lock)  # notified at each logged request
         self.counter = 0
         self.stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -213,7 +215,23 @@ class MockMessagesServer(ThreadingHTTPServer):
 
     def message_requests(self) -> list[LoggedRequest]:
         with self.lock:
-            return [r for r in self.requests if r.method == "POST" and r.path.split("?")[0] == "/v1/messages"]
+            return self._message_requests_locked()
+
+    def _message_requests_locked(self) -> list[LoggedRequest]:
+        return [r for r in self.requests if r.method == "POST" and r.path.split("?")[0] == "/v1/messages"]
+
+    def wait_messages(self, predicate: Callable[[list[LoggedRequest]], Any], timeout: float, what: str) -> Any:
+        """Wait until `predicate(message requests so far)` is truthy and return its value, or fail naming `what`
+        (woken by each request that arrives)."""
+        deadline = time.monotonic() + timeout
+        with self.arrived:
+            while not (value := predicate(self._message_requests_locked())):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"timed out after {timeout}s waiting for {what} (the mock saw "
+                                         f"{len(self._message_requests_locked())} message requests)")
+                self.arrived.wait(remaining)
+            return value
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -234,6 +252,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _log(self, body: Any) -> None:
         with self.server.lock:
             self.server.requests.append(LoggedRequest(self.command, self.path, dict(self.headers.items()), body))
+            self.server.arrived.notify_all()
 
     def _json(self, status: int, payload: dict) -> None:
         data = json.dumps(payload).encode()
