@@ -81,6 +81,8 @@ class PlaceBook:
     def put(self, name: str, place: Place | None) -> None:
         """Record `name`'s place (None: forget it); the file is replaced before this returns."""
         with self._lock:
+            if self._places.get(name) == place:
+                return  # (a session in --workdir with claude's defaults, as most are: no write)
             places = dict(self._places)
             if place is None:
                 places.pop(name, None)
