@@ -243,3 +243,34 @@ def test_what_a_worktree_holds_is_bounded_in_the_answer(repo, trees):
     with pytest.raises(SubagentError) as refused:
         trees.create("big", repo, tree)
     assert len(str(refused.value).encode()) < 6 * 1024 and "7 commit(s)" in str(refused.value)
+
+
+def test_sessions_in_several_directories_are_listed_found_and_archived_in_their_own(
+        engine_factory, fake_claude_bin, fake_env, prompt_file, tmp_path):
+    """With the fake claude (which keys its transcripts by its cwd as claude does): a session in a cwd of its
+    own is found there after a restart, listed beside --workdir's, and a failed start leaves its record."""
+    from hivesubagent.tools import build_registry
+
+    engine, todos = engine_factory(fake_claude_bin, fake_env, allowed_cwd_roots=(str(tmp_path),))
+    other = tmp_path / "other"
+    other.mkdir()
+    engine.start("home", str(prompt_file), trigger="FAKE:reply=in workdir")
+    engine.start("away", str(prompt_file), trigger="FAKE:reply=elsewhere", cwd=str(other), effort="low")
+    todos.wait_upserts("home"), todos.wait_upserts("away")
+    engine.shutdown()
+    again, todos2 = engine_factory(fake_claude_bin, fake_env, allowed_cwd_roots=(str(tmp_path),))
+    listing = again.status()["sessions"]
+    assert {s["name"]: s.get("cwd") for s in listing} == {"home": None, "away": str(other)}
+    assert again.status("away")["options"] == {"effort": "low"}
+    assert Path(again.status("away")["transcript"]).parent.name == str(other).replace("/", "-").replace("_", "-")
+    assert "cwd=" + str(other) in build_registry(again).call("status", {}).text
+    # a start that cannot run claude leaves the name's record as it was
+    broken, _ = engine_factory("/nonexistent/claude", fake_env, allowed_cwd_roots=(str(tmp_path),))
+    with pytest.raises(SubagentError, match="cannot run claude_bin"):
+        broken.start("away", str(prompt_file), cwd=str(tmp_path))
+    assert broken.places.place("away").cwd == other and broken.status("away")["turns"] == 1
+    # the same name started in --workdir: the earlier session in `other` is archived, the record forgotten
+    again.start("away", str(prompt_file), trigger="FAKE:reply=back home")
+    todos2.wait_upserts("away")
+    assert "cwd" not in again.status("away") and again.places.book.get("away") is None
+    assert len(list(Path(fake_env["HOME"]).glob(".claude/projects/*-other/*.jsonl.archived"))) == 1
