@@ -6,6 +6,7 @@ same readable text the model reads, or the exact data with --json. Its exit code
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import resource
@@ -54,6 +55,9 @@ EXIT_CODES = (
 @click_options(BashSettings, "HIVE_BASH")
 def daemon_main(**options: Any) -> None:
     """Serve the background-shell tools (run, status, kill, list) over MCP streamable HTTP at /mcp."""
+    # No collections through start-up's imports and recovery (thousands of objects, no garbage worth a pass):
+    # serving starts with one collection and turns the collector back on (common/serving/serve.py, _tune_gc).
+    gc.disable()
     from common.protocol.transport import McpApp
     from common.serving.daemon_main import run_daemon
     from common.todos.delivery import TodoDelivery

@@ -8,6 +8,7 @@ and each session's own directory in its place book (hivesubagent.places.book).
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -55,6 +56,9 @@ EXIT_CODES = ((0, "the call worked"), *CLIENT_EXIT_CODES)
 @click_options(SubagentSettings, "HIVE_SUBAGENT")
 def daemon_main(**options: Any) -> None:
     """Serve the subagent MCP tools (start, continue, interrupt, status) over streamable HTTP."""
+    # No collections through start-up's imports and recovery (thousands of objects, no garbage worth a pass):
+    # serving starts with one collection and turns the collector back on (common/serving/serve.py, _tune_gc).
+    gc.disable()
     from common.protocol.transport import McpApp
     from common.serving.daemon_main import run_daemon
     from common.todos.delivery import TodoDelivery

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_support import BenchContext, Row, choose_workdir, format_table
 
-AREAS = ["transport", "bash", "progress", "scale", "todos", "subagent", "sessions"]
+AREAS = ["transport", "bash", "progress", "scale", "todos", "subagent", "sessions", "start"]
 
 
 def main() -> int:

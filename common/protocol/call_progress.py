@@ -21,8 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from mcp_types import methods as mcp_methods
-
+from common.protocol.wire_types import notification_type
 from common.waiting import wait_for
 
 log = logging.getLogger(__name__)
@@ -99,6 +98,10 @@ class ProgressNotifier:
     def __init__(self, token: str | int, version: str, sink: ProgressSink, cancel: Cancellation):
         self.token, self.version, self.sink, self.cancel = token, version, sink, cancel
         self._last = -1.0
+        try:  # the era's types are imported now if this is its first call, not on the way to the first report
+            self._wire_type: Any = notification_type("notifications/progress", version)
+        except (KeyError, ValueError):
+            self._wire_type = None  # a version without progress: `report` logs it
 
     @property
     def wanted(self) -> bool:
@@ -115,9 +118,10 @@ class ProgressNotifier:
         if total is not None:
             params["total"] = total
         try:
-            wire_type = mcp_methods.SERVER_NOTIFICATIONS[("notifications/progress", self.version)]
-            body = wire_type.model_validate({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
-                                            ).model_dump(by_alias=True, mode="json", exclude_none=True)
+            if self._wire_type is None:
+                raise KeyError(("notifications/progress", self.version))
+            notice = {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
+            body = self._wire_type.model_validate(notice).model_dump(by_alias=True, mode="json", exclude_none=True)
         except Exception:  # our bug (or a version without progress): log it, never break the call
             log.exception("progress notification does not match the %s schema", self.version)
             return

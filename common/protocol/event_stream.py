@@ -16,11 +16,11 @@ from collections.abc import Callable
 from typing import Any
 from wsgiref.types import StartResponse, WSGIEnvironment
 
-from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from waitress.channel import ClientDisconnected
 
 from common.json_text import compact
 from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressNotifier, ProgressReporter
+from common.protocol.wire_types import progress_token
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class StreamedCall:
                  accept: str | None):
         self.cancel = Cancellation()
         self._channel_gone: Callable[[], bool] = environ.get("waitress.client_disconnected") or (lambda: False)
-        token = progress_token_from_params(params) if isinstance(params, dict) else None
+        token = progress_token(params) if isinstance(params, dict) else None
         if isinstance(token, str) and len(token) > MAX_TOKEN_CHARS:
             token = None  # echoed in every notification: a huge one would make each event as large
         self.stream: EventStream | None = None

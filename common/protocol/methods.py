@@ -9,7 +9,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from mcp_types import methods as mcp_methods
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
@@ -17,6 +16,7 @@ from pydantic import ValidationError
 from common.protocol.mcp_tasks import TASKS_EXTENSION, TaskMethods, TaskRpcError, declares_tasks
 from common.protocol.oversized_call import oversized_arguments
 from common.protocol.tools import CallContext, ToolArgumentsError, ToolRegistry, ToolResult, UnknownTool
+from common.protocol.wire_types import serialize_server_result
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ class McpMethods:
         if method == "tools/call" and (is_plain_tool_result(result, version) or result.get("resultType") == "task"):
             return result  # (the SDK's tools/call type knows no CreateTaskResult: mcp_tasks.py built and checks it)
         try:
-            return mcp_methods.serialize_server_result(method, version, result)
+            return serialize_server_result(method, version, result)
         except ValidationError:
             log.exception("result of %s does not match the %s schema", method, version)
             raise RpcError(INTERNAL_ERROR, "Internal error: the server produced an invalid result") from None

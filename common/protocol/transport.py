@@ -9,7 +9,8 @@ No stream outlives its call, so no request thread is pinned by a client for long
 
 The methods themselves are common/protocol/methods.py. Message shapes are validated and serialised with the `mcp`
 package's own types (`mcp_types`), and the 2026 request ladder (envelope, header/body agreement, version) is
-the SDK's own `classify_inbound_request`.
+the SDK's own `classify_inbound_request` (common/protocol/wire_types.py imports each era's types when it is
+first needed).
 """
 
 import functools
@@ -20,12 +21,6 @@ from typing import Any
 from wsgiref.types import StartResponse, WSGIEnvironment
 
 import mcp_types
-from mcp.shared.inbound import (
-    ERROR_CODE_HTTP_STATUS,
-    InboundLadderRejection,
-    unsupported_protocol_version_rejection,
-)
-from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp_types.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -50,6 +45,12 @@ from common.protocol.methods import McpMethods, RpcError, error_body, first_erro
 from common.protocol.request_headers import EnvironHeaders, environ_key
 from common.protocol.sessions import Session, SessionTable
 from common.protocol.tools import ToolRegistry
+from common.protocol.wire_types import (
+    ERROR_CODE_HTTP_STATUS,
+    InboundLadderRejection,
+    cancelled_request_id,
+    unsupported_protocol_version_rejection,
+)
 
 log = logging.getLogger(__name__)
 
@@ -374,7 +375,7 @@ class McpApp:
             return None  # a response to a server request; we send none, so there is nothing to match it to
         if "id" not in message:
             if message.get("method") == "notifications/cancelled" and session is not None:
-                self.sessions.cancel(session, cancelled_request_id_from_params(message.get("params")))
+                self.sessions.cancel(session, cancelled_request_id(message.get("params")))
             return None  # notification (notifications/initialized, cancelled, ...): accepted
         request_id = message["id"]
         method = message.get("method")
