@@ -119,10 +119,11 @@ def claim_daemon_start(settings_type: type[S], options: dict[str, Any], name: st
     claimed StateDir: keep it, it holds the lock; the listener)."""
     from common.config import settings_from_options
     from common.disk.state_dir import claim_state_dir, share_gid
+    from common.event_log import configure as configure_logging
     from common.serving.serve import check_can_serve, listen
 
     settings = settings_from_options(settings_type, options)
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_level, settings.log_format)
     check_can_serve(settings)
     state = claim_state_dir(settings.state_dir, name, share_gid(settings.share_group))
     settings = dataclasses.replace(settings, state_dir=state.path)

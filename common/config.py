@@ -99,6 +99,11 @@ class ServerSettings:
         "and its end reaches the model through the client. off: every client gets today's answers, and ends "
         "arrive as todos alone."
     )
+    log_format: Literal["text", "json"] = knob(
+        "text", "format", "How log lines look on stderr (journald under systemd). text: time, level, logger, message, "
+        "and a notable event's fields as key=value (event=task_end task=... outcome=... seconds=...). json: one "
+        "object a line with the same fields, for log collectors. Neither holds commands, prompts, output or tokens."
+    )
     metrics: Literal["on", "off"] = knob(
         "on", "switch", "Serve GET /metrics (the Prometheus text format) behind the same checks as /mcp: the "
         "listening address, Host, the caller's uid, the bearer token. off: 404."

@@ -8,6 +8,7 @@ serving.
 
 import difflib
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -16,6 +17,7 @@ import jsonschema
 from jsonschema import Draft202012Validator
 from jsonschema.validators import extend
 
+from common.event_log import Scalar, event
 from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressReporter
 from common.protocol.quick_check import compile_quick_check
 
@@ -130,6 +132,28 @@ class Tool(Generic[Args]):
         if self.annotations:
             entry["annotations"] = dict(self.annotations)
         return entry
+
+
+# The ids a call's event names, from its arguments or else its result's data: bash tasks by `id`, sessions by `name`.
+ID_FIELDS = (("id", "task"), ("name", "name"))
+
+
+def _log_call(tool: Tool[Any], arguments: Any, result: ToolResult | None, outcome: str, seconds: float) -> None:
+    """One `tool_call` event: the tool, its outcome, the seconds and the ids involved (never an argument's
+    value beyond those: a command or a prompt may hold secrets). A read-only tool's call that ended well is a
+    debug line (agents poll); every other call is notable."""
+    quiet = outcome == "ok" and (tool.annotations or {}).get("readOnlyHint") is True
+    level = logging.DEBUG if quiet else logging.INFO
+    if not log.isEnabledFor(level):
+        return
+    fields: dict[str, Scalar] = {"tool": tool.name, "outcome": outcome, "seconds": seconds}
+    data = result.data if result is not None and isinstance(result.data, dict) else {}
+    for key, shown in ID_FIELDS:
+        value = arguments.get(key) if isinstance(arguments, dict) else None
+        value = value if isinstance(value, str) else data.get(key)
+        if isinstance(value, str) and len(value) <= 64 and value.isprintable():
+            fields[shown] = value
+    event(log, "tool_call", level, **fields)
 
 
 def _is_json_integer(checker: Any, instance: Any) -> bool:
@@ -291,14 +315,15 @@ class ToolRegistry:
         tool = self._tools.get(name)
         if tool is None:
             raise UnknownTool(name)
-        if self.metrics is None:
-            return self._call(tool, arguments, ctx)[0]
-        call = self.metrics.began(name)
-        outcome = "invalid_arguments"
+        started = time.monotonic()
+        call = None if self.metrics is None else self.metrics.began(name)
+        result, outcome = None, "invalid_arguments"
         try:
             result, outcome = self._call(tool, arguments, ctx)
         finally:
-            self.metrics.ended(call, outcome)
+            if call is not None and self.metrics is not None:
+                self.metrics.ended(call, outcome)
+            _log_call(tool, arguments, result, outcome, time.monotonic() - started)
         return result
 
     def _call(self, tool: Tool[Any], arguments: Any, ctx: CallContext | None) -> tuple[ToolResult, str]:

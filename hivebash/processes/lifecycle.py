@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from common.config import BashSettings
+from common.event_log import event
 from common.humanize import human_bytes
 from common.process_seam import ProcInfo
 from common.waiting import Doorbell
@@ -127,6 +128,7 @@ class Lifecycle:
         with self.registry.locked() as tasks:
             tasks.spawned(task, pid, started_mono)
         self.guard.watch(task, self._outputs(task))
+        event(log, "task_start", task=task.id, pid=pid)
 
     def on_still_running(self, task: Task) -> None:
         """The running record, written once the task has run for runner.RUNNING_RECORD_DELAY (see there), and
@@ -228,6 +230,7 @@ class Lifecycle:
         waiters wake, its completion todo is decided, the next queued task starts)."""
         for task, entry, record in ended:
             unsaved = self.persist(task, record, terminal=True)
+            _log_end(task, unsaved)
             with self.registry.locked() as tasks:
                 if entry is not None:
                     entry.unsaved = unsaved  # said by every answer and the todo; retry_unsaved saves it later
@@ -235,3 +238,12 @@ class Lifecycle:
                 prune = tasks.finished_count() > self.settings.keep_tasks
             if prune or self.reaper.knows_any:  # otherwise the housekeeper would wake to find nothing to do
                 self.wake.ring()
+
+
+def _log_end(task: Task, unsaved: str | None) -> None:
+    """The `task_end` event: how it ended, in the fields its record keeps (never its command or output)."""
+    result = task.result
+    if result is None:
+        return
+    event(log, "task_end", task=task.id, outcome=result.state or task.shown_state, exit_code=result.exit_code,
+          signal=result.signal, seconds=result.duration, saved=unsaved is None)

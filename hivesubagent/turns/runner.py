@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from common.config import SubagentSettings
+from common.event_log import event
 from common.process_seam import ProcessOps, stop_tree
 from common.todos import Todos
 from hivesubagent.answers.shapes import WorkData
@@ -75,8 +76,8 @@ class TurnRunner:
             turn.transcript_start = start
             turn.started_mono = time.monotonic()
             self.table.transition_locked(turn, T.RUNNING)
-        log.info("session %s: %s turn %d started (pid %d, session %s)",
-                 turn.name, turn.kind, turn.number, spawned.proc.pid, turn.session_id)
+        event(log, "turn_start", name=turn.name, kind=turn.kind, turn=turn.number, pid=spawned.proc.pid,
+              session=turn.session_id)
         self._safe_todo(lambda: self.todos.clear(turn.name))
         reader.start()
         threading.Thread(target=self._watch, args=(turn,), name=f"subagent-watch-{turn.name}", daemon=True).start()
@@ -189,8 +190,9 @@ class TurnRunner:
         if turn.kind == "start":
             unarchive(turn)  # a no-op once claude wrote the new transcript
         self._record_end(turn, outcome, turn_cost, total_cost, None if work is None else work.as_dict())
-        log.info("session %s: turn %d %s (%s) after %.1fs, rc=%s", turn.name, turn.number, outcome.kind, outcome.detail,
-                 turn.elapsed(), returncode)
+        # Not the outcome's detail: it may quote claude's stderr.
+        event(log, "turn_end", name=turn.name, turn=turn.number, outcome=outcome.kind, seconds=turn.elapsed(),
+              exit_code=returncode, cost_usd=turn_cost)
 
     def _record_end(self, turn: Turn, outcome: claude.TurnEnd, turn_cost: float | None, total_cost: float | None,
                     work: WorkData | None) -> None:
