@@ -21,7 +21,7 @@ from typing import Any, cast
 from common.humanize import cut, one_line, tail
 from hivesubagent.answers.shapes import FileStat, WorktreeData
 from hivesubagent.errors import SubagentError
-from hivesubagent.places.git import GitError, git_env, run_git
+from hivesubagent.places.git import GIT_TIMEOUT_SECONDS, GitError, git_env, run_git
 
 BRANCH_PREFIX = "hive/"
 FILES_SHOWN = 20
@@ -31,6 +31,7 @@ COMMITS_SHOWN = 5
 PATH_CHARS = 120
 COMMIT_CHARS = 100
 ERROR_CHARS = 500
+STAT_TIMEOUT_SECONDS = 10.0  # each git call of a stat: a status(name) or a turn's end waits for it
 
 
 @dataclass(frozen=True)
@@ -150,8 +151,9 @@ class Worktrees:
         included) as files, insertions and deletions; `error` instead when git cannot tell."""
         out = cast(WorktreeData, wt.as_dict())
         try:
-            commits = run_git(Path(wt.path), ["log", "--format=%h %s", f"{wt.base}..HEAD"], self.env).splitlines()
-            numstat = self._diff(wt, ["--numstat", "-z"])
+            commits = run_git(Path(wt.path), ["log", "--format=%h %s", f"{wt.base}..HEAD"], self.env,
+                              STAT_TIMEOUT_SECONDS).splitlines()
+            numstat = self._diff(wt, ["--numstat", "-z"], STAT_TIMEOUT_SECONDS)
         except GitError as exc:
             return {**out, "error": cut(str(exc), ERROR_CHARS)}
         files: list[FileStat] = []
@@ -175,9 +177,11 @@ class Worktrees:
         """The whole diff of the worktree against its base (new files included), for the operator."""
         return self._diff(wt, ["--stat", "--patch"])
 
-    def _diff(self, wt: Worktree, how: list[str]) -> str:
-        """`git diff --cached BASE` over a copy of the worktree's index with every file added to it: what a
-        commit of everything would hold, untracked files too, and the worktree's own index untouched."""
+    def _diff(self, wt: Worktree, how: list[str], timeout: float = GIT_TIMEOUT_SECONDS) -> str:
+        """`git diff BASE` of the working tree, over a copy of the worktree's index in which every untracked
+        file is marked intent-to-add: what a commit of everything would hold, new files counted, no object
+        written for them (a large untracked file is read, never stored) and the worktree's own index
+        untouched."""
         here = Path(wt.path)
         index = Path(run_git(here, ["rev-parse", "--path-format=absolute", "--git-path", "index"], self.env).strip())
         self.scratch.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -186,5 +190,5 @@ class Worktrees:
             if index.exists():
                 shutil.copyfile(index, copy)
             env = git_env(self.env, copy)
-            run_git(here, ["add", "--all"], env)
-            return run_git(here, ["diff", "--cached", "--no-renames", "--no-color", *how, wt.base], env)
+            run_git(here, ["add", "--all", "--intent-to-add"], env, timeout)
+            return run_git(here, ["diff", "--no-renames", "--no-color", *how, wt.base], env, timeout)

@@ -193,6 +193,8 @@ def test_the_stat_counts_commits_changes_new_and_binary_files(repo, trees, tmp_p
     assert files == {"README": (2, 1), "blob.bin": (None, None), "sub/keep": (0, 1), "untracked.txt": (2, 0)}
     assert (stat["files_changed"], stat["insertions"], stat["deletions"]) == (4, 4, 2)
     assert "untracked.txt" in git(path, "status", "--porcelain")  # its own index untouched: still untracked
+    blob = git(path, "hash-object", "untracked.txt").strip()
+    assert subprocess.run(["git", "-C", str(path), "cat-file", "-e", blob]).returncode != 0  # nothing stored
     whole = trees.diff(tree)
     assert "+four" in whole and "+a" in whole and "Binary files" in whole
     # the operator's view of it, from disk
