@@ -111,7 +111,7 @@ class Engine:
         housekeeper."""
         shutdown_verb.shut_down(self.rooms, timeout)
         self.rooms.lifecycle.guard.close()
-        self.todo_calls.flush()
+        self.todo_calls.run_held()  # completion todos held for a client's poll go out now
         self.spares.close()
         self.store.flusher.close()
         self.rooms.wake.ring()

@@ -21,7 +21,7 @@ def _row(v: TaskSnapshot, now: float) -> dict:
             "exit_code": r.exit_code if r else None, "signal": r.signal if r else None,
             "duration": None if v.duration is None else round(v.duration, 3), "cmd": one_line(v.task.cmd, 200),
             "stdin": v.task.stdin, "leftover_processes": len(v.leftovers), "seq": v.task.seq,
-            "stop": stop_line(v.task)}
+            "stop": stop_line(v.task), **({"client_task": True} if v.task.client_handle else {})}
 
 
 def list_result(views: list[TaskSnapshot], total: int, state: str | None, offset: int = 0) -> ToolResult:
@@ -41,6 +41,7 @@ def list_result(views: list[TaskSnapshot], total: int, state: str | None, offset
         stdin = (f"{'-' if r['stdin'] == 'null' else r['stdin']:<5} " if inputs else "")
         status = r["status"] + (f"+{r['leftover_processes']}" if r["leftover_processes"] else "")
         status += "!" if r["stop"] else ""
+        status += "~" if r.get("client_task") else ""
         line = (f"{r['id']:<{width}}  {status:<11}  {human_age(r['age_seconds']):>5}  {code:>4}  "
                 f"{stdin}{one_line(r['cmd'], COMMAND_CHARS)}")
         if used + len(line.encode()) + 1 > LIST_TEXT_BYTES:
@@ -55,6 +56,8 @@ def list_result(views: list[TaskSnapshot], total: int, state: str | None, offset
     if len(stopped) > STOP_LINES:
         text += (f"({len(stopped) - STOP_LINES} more marked !: a stop was sent and they still run; "
                  "status(id) says which)\n")
+    if any(r.get("client_task") for r in rows[:shown]):
+        text += "(~: an MCP client tracks it as one of its background tasks; its end reaches the model through it)\n"
     if any(r["leftover_processes"] for r in rows[:shown]):
         text += "(+N: the shell exited, N processes it started still run; kill(id) stops them)\n"
     left = total - offset - shown

@@ -128,8 +128,9 @@ FREE_A_SLOT = "kill tasks you no longer wait for"  # the bash daemon's way to en
 BUSY_ADVICE = f"(no inline wait: {busy_advice(FREE_A_SLOT, 'ask again')})\n"
 
 
-def outcome_result(outcome: Outcome, started_form: bool) -> ToolResult:
-    """Full status when terminal (or not the run tool); else run's `task started: id=<id>` answer."""
+def outcome_result(outcome: Outcome, started_form: bool, client_task: bool = False) -> ToolResult:
+    """Full status when terminal (or not the run tool); else run's `task started: id=<id>` answer
+    (`client_task`: what the model reads while its client tracks the task, hivebash/tools/client_tasks.py)."""
     view = outcome.view
     facts, wait = wait_facts(outcome)
     data = view.to_dict() | {"wait": wait}
@@ -140,7 +141,8 @@ def outcome_result(outcome: Outcome, started_form: bool) -> ToolResult:
     busy = BUSY_ADVICE if outcome.wait_skipped else ""
     if started_form and not view.task.terminal:
         data["started"] = True
-        return ToolResult(_started_text(outcome, facts) + busy + _next(view, outcome.notices), data)
+        then = client_task_step(view.task.id) if client_task else _next(view, outcome.notices)
+        return ToolResult(_started_text(outcome, facts) + busy + then, data)
     if started_form:
         data["started"] = False
     return ToolResult(status_text(view, facts, matched_line(outcome), outcome.first_answer) + busy, data)
@@ -168,6 +170,13 @@ def _next(view: TaskSnapshot, notices: Notices) -> str:
             f"It runs once a slot frees. No completion notice will come ({NO_SOCKET}): check it with "
             f"status(id=\"{view.task.id}\", wait_seconds=30).\n")
     return next_step(view.task.id, notices)
+
+
+def client_task_step(task_id: str) -> str:
+    """What a `task started` answer says next to a model whose client tracks the task (the tasks extension)."""
+    return (f"It keeps running as a background task of your client: its result arrives as a task notification when "
+            f"it ends, and you can keep working meanwhile. status(id=\"{task_id}\") checks it; kill(id=\"{task_id}\") "
+            "stops it.\n")
 
 
 def input_step(task: Task) -> str:

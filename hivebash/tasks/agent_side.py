@@ -4,8 +4,10 @@ the inline waits that deliver a result instead of a todo, and what the agent was
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 from hivebash.tasks import task as T
 from hivebash.tasks.entry import TaskEntry
@@ -14,17 +16,25 @@ from hivebash.tasks.todo_rules import TodoCalls, completion_todo, running_todo
 if TYPE_CHECKING:
     from hivebash.disk.store import TaskStore
 
+# A client that polled an ended task's handle within this many of its poll intervals is taken to be polling
+# still: its poll delivers the end, and the completion todo waits HOLD_POLLS intervals for it before it is sent.
+RECENT_POLLS = 3
+HOLD_POLLS = 2
+
 
 class AgentSide:
-    """Writes an entry's `inline_waiters`, `spawn_waiters`, `running_todo_due`, `seen`, `todo_open` and
-    `seen_to`; nothing else does."""
+    """Writes an entry's `inline_waiters`, `spawn_waiters`, `running_todo_due`, `seen`, `todo_open`, `seen_to`
+    and its client fields (`client_polled_at`, `todo_held`, ...); nothing else does."""
 
     def __init__(self, wait: Callable[[Callable[[], bool], float], bool], store: TaskStore, todos: TodoCalls,
-                 view_of: Callable[[TaskEntry], dict]):
+                 view_of: Callable[[TaskEntry], dict], clock: Callable[[], float] = time.monotonic):
         self._wait = wait  # LockedTasks.wait: the table's lock is held by the caller
         self._store = store
         self._todos = todos
         self._view_of = view_of  # the completion todo's data: the task's view
+        self._clock = clock
+        # The registry's `locked()` (set by TaskRegistry): a held todo's timer takes the lock to send it.
+        self.locked: Callable[[], AbstractContextManager[Any]] | None = None
 
     def wait_inline(self, entries: list[TaskEntry]) -> None:
         """A call is about to wait inline for `entries`: it delivers their result, not a todo."""
@@ -70,10 +80,45 @@ class AgentSide:
         self._todos.upsert(running_todo(entry, queued, self._store))
 
     def todo_completion(self, entry: TaskEntry) -> None:
+        """The completion todo, unless the end was seen; a client's own stop needs none (it knows); for a client
+        polling the task's handle, held a moment for the poll that delivers the end (`release_held`)."""
         if entry.seen:
             return
+        if entry.task.client_cancelled:
+            self.hand_over(entry, lambda: False)
+            return
+        polled, interval = entry.client_polled_at, entry.client_poll_interval
+        if polled is not None and self._clock() - polled <= RECENT_POLLS * interval and self.locked is not None:
+            entry.todo_held = True
+            self._todos.later(HOLD_POLLS * interval, lambda: self.release_held(entry))
+            return
+        self._send_completion(entry)
+
+    def _send_completion(self, entry: TaskEntry) -> None:
         entry.todo_open = True
         self._todos.upsert(completion_todo(entry, self._store, self._view_of(entry)))
+
+    def release_held(self, entry: TaskEntry) -> None:
+        """A held completion todo's wait is over (called without the lock): sent unless a poll delivered the end
+        meanwhile, or the task is gone."""
+        assert self.locked is not None
+        with self.locked() as tasks:
+            if entry.todo_held and not entry.seen and tasks.current(entry.task) is entry:
+                entry.todo_held = False
+                self._send_completion(entry)
+
+    def client_polled(self, entry: TaskEntry, interval: float) -> None:
+        """A client's poll of the task's handle; it was told to poll again in `interval` seconds."""
+        entry.client_polled_at, entry.client_poll_interval = self._clock(), interval
+
+    def client_delivered(self, entry: TaskEntry) -> bool:
+        """A client's poll returns the end: the end counts as delivered (a held or open todo goes). True when the
+        model had been shown the end before the first such poll (a status, kill or send answer)."""
+        if entry.client_saw_before is None:
+            entry.client_saw_before = entry.seen
+        entry.todo_held = False
+        self.hand_over(entry, lambda: False)
+        return entry.client_saw_before
 
     def hand_over(self, entry: TaskEntry, client_gone: Callable[[], bool]) -> None:
         """An ended task's result is about to be answered: the answer delivers it, unless the caller hung up, in

@@ -39,6 +39,13 @@ class TaskEntry:
     # Its outputs' sizes at the end (Lifecycle.on_ended took them): an answer whose wait saw the end shows the
     # output up to there without a stat of its own (Answers.wait).
     end_sizes: dict[str, int] | None = None
+    # A client tracking it as an MCP task (Task.client_handle): when it last polled (monotonic) and the interval
+    # it was told, so its end's todo can wait for that poll (AgentSide.todo_completion); whether the completion
+    # todo is held for it now; and, once a poll returned the end, whether the model had been shown it before.
+    client_polled_at: float | None = None
+    client_poll_interval: float = 0.0
+    todo_held: bool = False
+    client_saw_before: bool | None = None
 
     @property
     def id(self) -> str:

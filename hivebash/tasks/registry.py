@@ -56,6 +56,7 @@ class TaskRegistry:
         self._changed = threading.Condition(threading.Lock())
         self._tasks = LockedTasks(self._changed, store, ops, todos, max_running)
         self._handle = _Handle(self._changed, self._tasks, todos)
+        self._tasks.agent.locked = self.locked
 
     def locked(self) -> _Handle:
         """`with registry.locked() as tasks:` holds the lock for the block (memory work only)."""

@@ -110,6 +110,11 @@ class Task:
     # (hivebash/disk/output_limit.py). Replaced whole at each change, so a snapshot keeps the one it saw.
     dropped: dict[str, list[int]] | None = None
     stop_reason: str | None = None  # why the daemon itself stopped the task (the end says it: killed)
+    # The handle of the MCP task a client tracks it by (common/protocol/mcp_tasks.py): in the record before the
+    # `run` answer that hands it out, so `tasks/get` resolves it also after a restart. `client_cancelled`: that
+    # client's `tasks/cancel` stopped it.
+    client_handle: str | None = None
+    client_cancelled: bool = False
     # Runtime-only (not persisted, see RUNTIME_FIELDS): monotonic start, for live durations; the stop asked.
     started_mono: float | None = field(default=None, repr=False, compare=False)
     stop: Stop | None = field(default=None, repr=False, compare=False)

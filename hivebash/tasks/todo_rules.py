@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from common.facts import known_kv
@@ -94,12 +95,42 @@ class TodoCalls:
 
     def __init__(self, todos: Todos):
         self.todos = todos
-        self._pending_lock = threading.Lock()  # guards _pending
+        self._pending_lock = threading.Lock()  # guards _pending and _held
         self._pending: collections.deque[tuple[str, tuple]] = collections.deque()
         self._delivering = threading.Lock()  # held by the one thread delivering the pending calls
+        self._held: dict[object, tuple[threading.Timer, Callable[[], None]]] = {}  # `later`'s timers not run yet
+        self._timer = threading.Timer  # (tests may pass their own)
 
     def upsert(self, todo: Todo) -> None:
         self._queue("upsert", *todo)
+
+    def later(self, seconds: float, call: Callable[[], None]) -> None:
+        """Run `call` after `seconds` (a timer started when the lock is released); `run_held` runs it sooner."""
+        self._queue("later", seconds, call)
+
+    def run_held(self) -> None:
+        """Run every call `later` still holds, now (shutdown: a held todo must not be lost)."""
+        with self._pending_lock:
+            held, self._held = self._held, {}
+        for timer, call in held.values():
+            timer.cancel()
+            call()
+        self.flush()
+
+    def _start_timer(self, seconds: float, call: Callable[[], None]) -> None:
+        key = object()
+
+        def fire() -> None:
+            with self._pending_lock:
+                mine = self._held.pop(key, None) is not None
+            if mine:
+                call()
+
+        timer = self._timer(seconds, fire)
+        timer.daemon = True
+        with self._pending_lock:
+            self._held[key] = (timer, call)
+        timer.start()
 
     def clear(self, key: str) -> None:
         self._queue("clear", key)
@@ -127,7 +158,10 @@ class TodoCalls:
                         break
                     for op, args in calls:
                         try:
-                            getattr(self.todos, op)(*args)
+                            if op == "later":
+                                self._start_timer(*args)
+                            else:
+                                getattr(self.todos, op)(*args)
                         except Exception:  # a todo must never break a tool call or a worker
                             log.exception("todo %s failed", op)
             finally:

@@ -15,6 +15,7 @@ from hivebash.verbs.requests import MAX_CMD_BYTES
 
 if TYPE_CHECKING:
     from hivebash.engine import Engine
+    from hivebash.tools.client_tasks import BashTaskHandles
 
 
 class RunArgs(TypedDict, total=False):
@@ -29,10 +30,19 @@ class RunArgs(TypedDict, total=False):
     cwd: str
 
 
-def run_declaration(default_cwd: str, notices: Notices) -> dict[str, Any]:
-    """`run`'s declaration; it names the daemon's working directory and whether completions become todos."""
-    ending = notices.say("its completion then arrives as a todo",
-                         f"no completion notice comes ({NO_SOCKET}): check with status")
+def _ending(notices: Notices, client_tasks: bool) -> str:
+    """How the end of a task still running after the wait reaches the model."""
+    if client_tasks:
+        return ("it moves to your client's background tasks: its result arrives as a task notification when it "
+                "ends (status, send and kill still take its id)")
+    return notices.say("its completion then arrives as a todo",
+                       f"no completion notice comes ({NO_SOCKET}): check with status")
+
+
+def run_declaration(default_cwd: str, notices: Notices, client_tasks: bool = False) -> dict[str, Any]:
+    """`run`'s declaration; it names the daemon's working directory and how a completion reaches the model (a todo,
+    nothing, or, `client_tasks`, the client's own background tasks: the tasks extension)."""
+    ending = _ending(notices, client_tasks)
     return dict(
         name="run",
         description=(
@@ -91,15 +101,21 @@ def run_declaration(default_cwd: str, notices: Notices) -> dict[str, Any]:
     )
 
 
-def _answer_run(engine: Engine, args: RunArgs, ctx: CallContext) -> ToolResult:
-    return outcome_result(engine.run(call=ctx, **args), started_form=True)
-
-
 RUN_FILE_ROUTE = "run it by its path (e.g. `bash /path/to/script.sh`; data: `cmd < /path/to/data`)"
 
 
+def run_tool(engine: Engine | None, notices: Notices, default_cwd: str,
+             handles: BashTaskHandles | None = None) -> Tool[RunArgs]:
+    """`handles`: a client that declared the tasks extension gets a task still running after the wait as a task
+    handle (hivebash/tools/client_tasks.py)."""
+    def answer(engine: Engine, args: RunArgs, ctx: CallContext) -> ToolResult:
+        outcome = engine.run(call=ctx, **args)
+        if ctx.client_tasks and handles is not None and not outcome.view.task.terminal:
+            handed = handles.hand_out(outcome)
+            if handed is not None:
+                return handed
+        return outcome_result(outcome, started_form=True)
 
-
-def run_tool(engine: Engine | None, notices: Notices, default_cwd: str) -> Tool[RunArgs]:
-    return Tool(handler=bound(engine, _answer_run), title="Run a shell command in the background",
-                **run_declaration(default_cwd, notices), byte_limits={"cmd": MAX_CMD_BYTES}, file_route=RUN_FILE_ROUTE)
+    return Tool(handler=bound(engine, answer), title="Run a shell command in the background",
+                **run_declaration(default_cwd, notices), byte_limits={"cmd": MAX_CMD_BYTES}, file_route=RUN_FILE_ROUTE,
+                task_description=run_declaration(default_cwd, notices, client_tasks=True)["description"])
