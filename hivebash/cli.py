@@ -228,6 +228,26 @@ def list_cmd(client: DaemonClient, state: str | None, limit: int, as_json: bool)
     show(client.call("list", args, as_json=as_json), as_json)
 
 
+@main.command("top")
+@click.option("--once", is_flag=True, help="Print one frame (measured over half a second) and exit.")
+@click.option("--interval", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
+              help="Seconds between frames.")
+@json_option
+@click.pass_obj
+def top_cmd(client: DaemonClient, once: bool, interval: float, as_json: bool) -> None:
+    """A live table of the running tasks: age, CPU and memory of their processes, output size and growth,
+    `input` when a process waits reading the task's stdin; and the calls the daemon is answering now.
+
+    \b
+    hive-bash top               refresh every 2 s until Ctrl-C
+    hive-bash top --once        one frame, for a script or a ticket
+    hive-bash top --once --json the same figures as one JSON object (--json alone: one a line)"""
+    from common.live_table import run_frames
+    from hivebash.cli_top import TopSampler, render
+
+    run_frames(TopSampler(client).sample, render, once=once, as_json=as_json, interval=interval, echo=click.echo)
+
+
 @main.command("tail")
 @click.argument("task_id", metavar="ID")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing output until the task ends; exit with its code.")

@@ -54,8 +54,14 @@ class ToolCallMetrics:
 
     def _collect(self) -> Iterable[Family]:
         counts = dict.fromkeys(self._tools, 0)
-        for tool, _ in self.in_flight():
+        oldest = dict.fromkeys(self._tools, 0.0)
+        for tool, seconds in self.in_flight():
             counts[tool] = counts.get(tool, 0) + 1
-        name = self.calls.name.removesuffix("_total") + "_in_flight"
-        yield gauge(name, "Tool calls being answered now (an inline wait holds its call), by tool.",
+            oldest[tool] = max(oldest.get(tool, 0.0), seconds)
+        name = self.calls.name.removesuffix("_calls_total")
+        yield gauge(f"{name}_calls_in_flight",
+                    "Tool calls being answered now (an inline wait holds its call), by tool.",
                     [((("tool", tool),), n) for tool, n in counts.items()])
+        yield gauge(f"{name}_call_oldest_in_flight_seconds",
+                    "How long the oldest call being answered now has taken so far (0: none), by tool.",
+                    [((("tool", tool),), s) for tool, s in oldest.items()])

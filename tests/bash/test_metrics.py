@@ -89,6 +89,8 @@ def test_inline_waits_held_and_refused(daemon_on):
         assert got.value("hive_bash_inline_waits_refused_total") == 1
         assert got.value("hive_bash_inline_waits_limit") == 1
         assert got.value("hive_bash_tool_calls_in_flight", tool="status") == 1  # the held wait's call
+        assert got.value("hive_bash_tool_call_oldest_in_flight_seconds", tool="status") > 0
+        assert got.value("hive_bash_tool_call_oldest_in_flight_seconds", tool="kill") == 0
     finally:
         d.call("kill", id=task, force=True)
         holder.join(60)
