@@ -6,6 +6,7 @@ the same names. Settings objects are frozen: read once at start-up, passed down 
 """
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,6 +146,17 @@ class ServerSettings:
 
 
 MIN_OUTPUT_LIMIT = 1 << 20  # bytes: the smallest --max-output-bytes
+STATE_SHARE = re.compile(r"(\d+(?:\.\d+)?)%")  # --max-state-bytes as a share of the state filesystem
+
+
+def quota_error(text: str) -> str | None:
+    """Why `text` is no --max-state-bytes (a byte count, 0: none, or a share of the filesystem: `25%`)."""
+    share = STATE_SHARE.fullmatch(text.strip())
+    if share:
+        return None if 0 < float(share.group(1)) <= 100 else "a share must be above 0% and at most 100%"
+    if text.strip().isdigit():
+        return None
+    return "must be a byte count (0: no quota) or a share of the state filesystem such as 25%"
 
 
 @dataclass(frozen=True)
@@ -164,6 +176,12 @@ class BashSettings(ServerSettings):
         "bytes (an eighth, at most 64 MiB) and the newest are kept and the middle is freed while the task runs on; "
         "views say what was dropped. Where the filesystem cannot free a range, the task is stopped (killed). 0: no "
         "limit."
+    )
+    max_state_bytes: str = knob(
+        "25%", "bytes or %", "Most bytes on disk of all task output files together: a byte count, or a share of "
+        "the state filesystem's size (25%: a quarter of it). Past it the oldest finished tasks' outputs are "
+        "emptied (their records stay, saying so), then the middles of the largest running ones are freed. 0: no "
+        "quota."
     )
     keep_days: float = knob(7.0, "days", "Finished tasks older than this are pruned, files included.")
     fsync: str = knob(
@@ -189,6 +207,9 @@ class BashSettings(ServerSettings):
         if 0 < self.max_output_bytes < MIN_OUTPUT_LIMIT:
             raise click.BadParameter("must be 0 (no limit) or at least 1 MiB (1048576): below it the kept head "
                                      "and tail would be a few lines", param_hint="--max-output-bytes")
+        quota_rule = quota_error(self.max_state_bytes)
+        if quota_rule:
+            raise click.BadParameter(quota_rule, param_hint="--max-state-bytes")
         if self.keep_tasks < 1:
             raise click.BadParameter("must be at least 1, or a task is pruned before its result can be read",
                                      param_hint="--keep-tasks")

@@ -10,11 +10,12 @@ any range, are copied as they are.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from typing import BinaryIO
 
-from hivebash.output_views.kept import Gap, size_words
+from hivebash.output_views.kept import Gap
 
 CHUNK = 1 << 16
 
@@ -56,9 +57,10 @@ class KeptCopier:
 
     def _skip(self, gap: Gap) -> None:
         """One marker line for the bytes of the range not yet copied (a range that widened: the newly freed)."""
-        more = "more " if self.skipped_to > gap.start else ""
-        self._write((b"\n" if self.line_open else b"") + f"[... {size_words(gap.end - max(gap.start, self.pos))} "
-                    f"{more}dropped from the middle: over --max-output-bytes {size_words(gap.limit)} ...]\n".encode())
+        notice = dataclasses.replace(gap, start=max(gap.start, self.pos)).notice()
+        if self.skipped_to > gap.start:
+            notice = notice.replace(" dropped from", " more dropped from", 1)
+        self._write((b"\n" if self.line_open else b"") + notice.encode() + b"\n")
         self.pos = self.skipped_to = gap.end
 
 
@@ -70,4 +72,6 @@ def _covers(gap: Gap | None, pos: int, n: int) -> bool:
 def gap_of(data: dict, stream: str) -> Gap | None:
     """A stream's dropped range from a status's data (`dropped`, snapshot.to_dict)."""
     got = (data.get(stream) or {}).get("dropped")
-    return None if not got else Gap(got["from_byte"], got["to_byte"], got["limit"])
+    if not got:
+        return None
+    return Gap(got["from_byte"], got["to_byte"], got["limit"], got.get("over", "--max-output-bytes")[6:-6])

@@ -21,6 +21,7 @@ from common.todos import NoTodos, Todos
 from common.waiting import WAIT_CAP_SECONDS, Doorbell, WaitSlots
 from hivebash.answers.answering import Answers
 from hivebash.answers.outcomes import KillOutcome, ManyOutcome, Outcome
+from hivebash.disk import state_quota
 from hivebash.disk.records import RecordWriter
 from hivebash.disk.spares import SpareFiles
 from hivebash.disk.store import TaskStore
@@ -80,6 +81,7 @@ class Engine:
 
     def _housekeep(self, by_age: bool) -> None:
         retention.prune(self.rooms, by_age)
+        state_quota.enforce(self.rooms, by_age)
         if by_age:  # the full pass, every 30 s
             self.rooms.lifecycle.retry_unsaved()
 

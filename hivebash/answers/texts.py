@@ -69,6 +69,8 @@ def about_lines(view: TaskSnapshot, first_answer: bool) -> list[str]:
     passed = ov.passed_line(t.dropped)
     if passed:
         lines.append(passed)
+    if t.output_pruned:
+        lines.append(f"output: {t.output_pruned}; its files were emptied after its end")
     if view.leftovers:
         lines.append(still_alive_line(t.id, view.leftovers))
     stopping = stop_line(t)

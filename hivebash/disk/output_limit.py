@@ -44,6 +44,7 @@ GUARD_NICE = -10  # the guard thread's nice value, where it may raise its priori
 TICK = 0.02  # seconds: while any task runs the guard wakes at least this often (a new task's first look is due)
 FAST_RATE = 1 << 30  # bytes/s: the rate a file is assumed able to reach (`yes` into a file: ~1 GiB/s)
 LINE_SEARCH = 1 << 16  # bytes searched for a line end at each edge of the dropped range
+SQUEEZE_TAIL = 1 << 20  # bytes: the newest bytes a running file keeps when --max-state-bytes frees its middle
 PAGE = 4096  # the unit a filesystem frees: the edges of a punched range that cut a page are zeroed, not freed
 
 
@@ -144,9 +145,13 @@ def _raise_priority() -> None:
 class GuardHooks(Protocol):
     """What the guard asks of the engine (lifecycle.Lifecycle)."""
 
-    def dropping(self, task: Task, stream: str, start: int, end: int) -> None:
+    def dropping(self, task: Task, stream: str, start: int, end: int, over: list | None = None) -> None:
         """Bytes [start, end) of `stream` are about to be freed: the task's record says so from now on (the
-        views skip them before they read back as NULs)."""
+        views skip them before they read back as NULs); `over`: [quota, "state"] when --max-state-bytes
+        frees them."""
+
+    def running_bytes(self, on_disk: int) -> None:
+        """The running tasks' outputs hold `on_disk` bytes (after each pass of looks)."""
 
     def over_limit(self, task: Task, reason: str) -> None:
         """The file passed the limit and cannot be cut: stop the task (killed), saying `reason`."""
@@ -179,22 +184,23 @@ class OutputGuard:
         if self._thread is None:
             self._start()
 
-    def finish(self, task: Task, sizes: dict[str, int], paths: Callable[[], dict[str, str]]) -> None:
+    def finish(self, task: Task, sizes: dict[str, int], paths: Callable[[], dict[str, str]]) -> int:
         """The task's shell ended (`sizes`: its files' sizes now): one last look at its files, so its last
         burst is cut too, then forget them. A task that ended before it was watched is looked at only when a
-        file is over the limit (most tasks: no syscall, no lock)."""
+        file is over the limit (most tasks: no syscall, no lock). Returns the files' bytes on disk (their sizes
+        where they were not looked at)."""
         if not self.limit:
-            return
+            return sum(sizes.values())
         small = max(sizes.values(), default=0) <= trigger_bytes(self.limit)
         if id(task) not in self._watched:  # (read without the lock: only the worker at its end removes it)
             if small:
-                return
+                return sum(sizes.values())
             files = [Watched(stream, path) for stream, path in paths().items()]
         else:
             with self._changed:
                 files = self._watched.pop(id(task))[1]
             if small and all(w.fd is None for w in files):  # never looked at, and nothing to cut: no syscall
-                return
+                return sum(sizes.values())
         with self._changed:
             for w in files:
                 try:
@@ -204,11 +210,29 @@ class OutputGuard:
                 finally:
                     if w.fd is not None:
                         os.close(w.fd)
+        return sum(w.blocks for w in files)
 
     def on_disk(self) -> int:
         """Bytes on disk of the running tasks' output files, at the last look at each."""
         with self._changed:
             return sum(w.blocks for _, files in self._watched.values() for w in files)
+
+    def squeeze(self, need: int, quota: int) -> int:
+        """Free about `need` bytes from the middles of the largest running files (--max-state-bytes): each keeps
+        its head and its newest SQUEEZE_TAIL bytes. Returns the bytes freed."""
+        freed = 0
+        with self._changed:
+            files = sorted(((w.blocks, task, w) for task, ws in self._watched.values() for w in ws
+                            if w.fd is not None and not task.stop_reason), key=lambda f: -f[0])
+            for before, task, w in files:
+                fd = w.fd
+                if freed >= need or fd is None:
+                    break
+                st = os.fstat(fd)
+                if self._can_punch(fd, st.st_dev):
+                    self._cut(task, w, fd, st.st_size, SQUEEZE_TAIL, [quota, "state"])
+                    freed += max(0, before - w.blocks)
+        return freed
 
     def close(self) -> None:
         with self._changed:
@@ -241,6 +265,7 @@ class OutputGuard:
                             except Exception:
                                 log.exception("task %s: looking at its %s failed", task.id, w.stream)
                                 w.next_look = now + LOOK_MAX
+                self.hooks.running_bytes(sum(w.blocks for _, files in self._watched.values() for w in files))
 
     def _look(self, task: Task, w: Watched, now: float, final: bool = False) -> None:
         """One look at a file: free its middle when its blocks passed the trigger (or stop the task where that
@@ -267,17 +292,18 @@ class OutputGuard:
         w.last_size, w.last_at = w.size, now
         w.next_look = now + min(LOOK_MAX, max(LOOK_MIN, room / max(rate, FAST_RATE)))
 
-    def _cut(self, task: Task, w: Watched, fd: int, size: int) -> None:
-        """Free the middle: from the end of the head (or of the range freed before) to the newest
-        tail_bytes, both edges moved to a line end when one is near."""
+    def _cut(self, task: Task, w: Watched, fd: int, size: int, tail: int | None = None,
+             over: list | None = None) -> None:
+        """Free the middle: from the end of the head (or of the range freed before) to the newest `tail`
+        bytes (tail_bytes of the limit), both edges moved to a line end when one is near."""
         gap = (task.dropped or {}).get(w.stream)
         start = gap[0] if gap else line_start_at_or_before(fd, head_bytes(self.limit))
         # From the page the last range ended in: its start is dropped already, and a page is freed only whole.
         begin = max(start, gap[1] & -PAGE) if gap else start
-        end = line_end_after(fd, size - tail_bytes(self.limit))
+        end = line_end_after(fd, max(0, size - (tail_bytes(self.limit) if tail is None else tail)))
         if end <= (gap[1] if gap else start):
             return
-        self.hooks.dropping(task, w.stream, start, end)
+        self.hooks.dropping(task, w.stream, start, end, over)
         try:
             punch_hole(fd, begin, end - begin)
         except OSError as exc:

@@ -35,26 +35,33 @@ def size_words(n: int) -> str:
 @dataclass(frozen=True)
 class Gap:
     """The dropped middle of one output file: bytes [start, end) were freed; `limit` is the
-    --max-output-bytes the file passed."""
+    --max-output-bytes the file passed (`knob` "state": the --max-state-bytes all outputs passed)."""
 
     start: int
     end: int
     limit: int
+    knob: str = "output"
 
     @property
     def dropped(self) -> int:
         return self.end - self.start
 
     @classmethod
-    def of(cls, dropped: dict[str, list[int]] | None, stream: str) -> Gap | None:
+    def of(cls, dropped: dict[str, list] | None, stream: str) -> Gap | None:
         """A stream's gap from a task's record (`Task.dropped`), if it has one."""
         found = (dropped or {}).get(stream)
         return None if found is None else cls(*found)
 
     def notice(self) -> str:
         """The marker line the views show in its place."""
-        return (f"[... {size_words(self.dropped)} dropped from the middle: over --max-output-bytes "
+        return (f"[... {size_words(self.dropped)} dropped from the middle: over --max-{self.knob}-bytes "
                 f"{size_words(self.limit)} ...]")
+
+    def passed(self, stream: str) -> str:
+        """What passed its limit, said once: `stdout passed 1 GiB` (or all outputs passed --max-state-bytes)."""
+        if self.knob == "state":
+            return f"the outputs passed --max-state-bytes {size_words(self.limit)}; the middle of {stream} was dropped"
+        return f"{stream} passed {size_words(self.limit)}; the middle was dropped"
 
 
 class OutputFile:
@@ -173,24 +180,24 @@ def open_kept(path: str, gap: Gap | None = None) -> OutputFile | None:
         raise
 
 
-def passed_line(dropped: dict[str, list[int]] | None) -> str | None:
+def passed_line(dropped: dict[str, list] | None) -> str | None:
     """The one line an answer and a todo give a task whose output passed --max-output-bytes:
     `output: stdout passed 1 GiB; the middle was dropped (2.4 GiB)`; None when none did."""
     gaps = [(s, g) for s in ("stdout", "stderr") if (g := Gap.of(dropped, s)) is not None]
     if not gaps:
         return None
-    said = "; and ".join(f"{s} passed {size_words(g.limit)}; the middle was dropped ({size_words(g.dropped)})"
-                         for s, g in gaps)
+    said = "; and ".join(f"{g.passed(s)} ({size_words(g.dropped)})" for s, g in gaps)
     return f"output: {said}"
 
 
-def gap_data(dropped: dict[str, list[int]] | None, stream: str, written: int) -> dict | None:
+def gap_data(dropped: dict[str, list] | None, stream: str, written: int) -> dict | None:
     """What a status's data says of a stream's dropped middle: bytes written in all, kept, and the range."""
     gap = Gap.of(dropped, stream)
     if gap is None:
         return None
     return {"written_bytes": written, "kept_bytes": max(0, written - gap.dropped),
-            "dropped": {"from_byte": gap.start, "to_byte": gap.end, "bytes": gap.dropped, "limit": gap.limit}}
+            "dropped": {"from_byte": gap.start, "to_byte": gap.end, "bytes": gap.dropped, "limit": gap.limit,
+                        "over": f"--max-{gap.knob}-bytes"}}
 
 
 def gap_note(f: OutputFile) -> str:

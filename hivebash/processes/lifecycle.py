@@ -22,11 +22,13 @@ from hivebash.disk.end_room import on_block_edge, output_sizes
 from hivebash.disk.output_limit import OutputGuard
 from hivebash.disk.records import RecordWriter
 from hivebash.disk.spares import Spare
+from hivebash.disk.state_quota import StateQuota, quota_bytes
 from hivebash.errors import EngineError
 from hivebash.processes.ops import TaskProcessOps
 from hivebash.processes.reaper import OrphanReaper
 from hivebash.processes.runner import Launcher, TaskRunner
 from hivebash.processes.workers import WorkerPool
+from hivebash.tasks.entry import TaskEntry
 from hivebash.tasks.record import record_of
 from hivebash.tasks.registry import Ended, TaskRegistry
 from hivebash.tasks.states import ALIVE
@@ -67,6 +69,7 @@ class Lifecycle:
         self.subreaper = subreaper
         self.ops = ops
         self.guard = OutputGuard(settings.max_output_bytes, self)  # keeps running tasks' outputs under the limit
+        self.quota = StateQuota(quota_bytes(settings.max_state_bytes, records.store.state_dir), wake.ring)
 
     @property
     def closing(self) -> bool:
@@ -146,15 +149,39 @@ class Lifecycle:
 
     # ----- the output guard's hooks (disk/output_limit.GuardHooks) ----------------------------------------
 
-    def dropping(self, task: Task, stream: str, start: int, end: int) -> None:
+    def dropping(self, task: Task, stream: str, start: int, end: int, over: list | None = None) -> None:
         """The range is in the task from now on (views skip it); its first one is written to the record
         at once, so a restart finds it too (later ones reach it with the next record, at the end at last)."""
         with self.registry.locked() as tasks:
             first = stream not in (task.dropped or {})
-            task.dropped = {**(task.dropped or {}), stream: [start, end, self.settings.max_output_bytes]}
+            task.dropped = {**(task.dropped or {}), stream: [start, end, *(over or [self.settings.max_output_bytes])]}
             record = record_of(task) if first and task.state in ALIVE and tasks.current(task) else None
         if record is not None:
             self.persist(task, record)
+
+    def running_bytes(self, on_disk: int) -> None:
+        self.quota.running(on_disk)
+
+    def prune_output(self, entry: TaskEntry, paths: list[str], reason: str) -> dict | None:
+        """Empty a finished task's output files for space (--max-state-bytes); its record stays and says
+        `reason`. Done under the registry's lock, so a task that took its name meanwhile keeps its files.
+        Returns the record written, None when the entry is gone."""
+        with self.registry.locked() as tasks:
+            if tasks.current(entry.task) is not entry:
+                return None
+            for path in paths:
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+                except OSError:
+                    continue
+                try:
+                    os.ftruncate(fd, 0)
+                finally:
+                    os.close(fd)
+            entry.task.output_pruned, entry.task.dropped = reason, None
+            record = record_of(entry.task)
+        self.persist(entry.task, record)
+        return record
 
     def over_limit(self, task: Task, reason: str) -> None:
         """Stop the task (SIGKILL to its group; its end is `killed`, saying `reason`)."""
@@ -216,7 +243,8 @@ class Lifecycle:
         # exit 1); one that succeeds anyway (`yes || true`) left an output on a block's edge (end_room.py). Only
         # then is the disk looked at (one statvfs), so a task that succeeded costs nothing more.
         sizes = output_sizes({"stdout": self.store.file(task.id, "out"), "stderr": self.store.file(task.id, "err")})
-        self.guard.finish(task, sizes, lambda: self._outputs(task))  # before the end's record: its last range
+        # before the end's record: its last range
+        self.quota.ended(self.guard.finish(task, sizes, lambda: self._outputs(task)))
         looks = not output_lost and (code or signalled or on_block_edge(sizes))
         note = LOST_NOTE if output_lost else _full_note(self.store.room.disk_full() if looks else None)
         with self.registry.locked() as tasks:

@@ -106,15 +106,17 @@ class Task:
     kill_signal: str | None = None  # set when a kill was asked while running: the end counts as killed
     timed_out: bool = False  # set when the deadline passed: the end counts as timed_out
     stdin: str = "null"  # "null" (/dev/null), "pipe" or "tty": what `send` can write to (task_input.py)
-    # stream -> [start, end, limit]: bytes [start, end) of its file were freed, past --max-output-bytes `limit`
-    # (hivebash/disk/output_limit.py). Replaced whole at each change, so a snapshot keeps the one it saw.
-    dropped: dict[str, list[int]] | None = None
+    # stream -> [start, end, limit(, "state")]: bytes [start, end) of its file were freed, past --max-output-bytes
+    # `limit` (hivebash/disk/output_limit.py), or past --max-state-bytes `limit` with "state". Replaced whole at
+    # each change, so a snapshot keeps the one it saw.
+    dropped: dict[str, list] | None = None
     stop_reason: str | None = None  # why the daemon itself stopped the task (the end says it: killed)
     # The handle of the MCP task a client tracks it by (common/protocol/mcp_tasks.py): in the record before the
     # `run` answer that hands it out, so `tasks/get` resolves it also after a restart. `client_cancelled`: that
     # client's `tasks/cancel` stopped it.
     client_handle: str | None = None
     client_cancelled: bool = False
+    output_pruned: str | None = None  # why its output files were emptied after its end (disk/state_quota.py)
     # Runtime-only (not persisted, see RUNTIME_FIELDS): monotonic start, for live durations; the stop asked.
     started_mono: float | None = field(default=None, repr=False, compare=False)
     stop: Stop | None = field(default=None, repr=False, compare=False)

@@ -65,7 +65,8 @@ def test_the_answer_and_the_todo_say_once_that_stdout_passed_the_limit(make_engi
     out = tmp_path / "state" / "bash-tasks" / f"{tid}.out"
     assert stdout["written_bytes"] == stdout["size"] == os.path.getsize(out)
     assert stdout["kept_bytes"] == stdout["size"] - (end - start)
-    assert stdout["dropped"] == {"from_byte": start, "to_byte": end, "bytes": end - start, "limit": LIMIT}
+    assert stdout["dropped"] == {"from_byte": start, "to_byte": end, "bytes": end - start, "limit": LIMIT,
+                                 "over": "--max-output-bytes"}
     assert "dropped" not in answer.data["stderr"] and "passed" not in outcome_result(
         engine.run("echo small", wait_seconds=10), True).text
 
