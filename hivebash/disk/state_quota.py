@@ -7,7 +7,8 @@ outputs go first (their files are emptied; their records stay, saying the output
 
 Cost: the guard, which looks at every running file anyway (disk/output_limit.py), adds their blocks to what the
 finished ones held at the last pass (plus what each end added) and rings the housekeeper when the sum passes the
-quota, at most once a RING_GAP (a task's end does too); the files of finished tasks are looked at (one fstat each) only in a pass.
+quota, at most once a RING_GAP (a task's end does too); the files of finished tasks are looked at (one fstat
+each) only in a pass.
 """
 
 from __future__ import annotations
