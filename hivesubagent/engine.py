@@ -55,7 +55,7 @@ from hivesubagent.turns import turn as T
 from hivesubagent.turns.runner import TurnRunner, unarchive
 from hivesubagent.turns.table import TurnTable
 from hivesubagent.turns.turn import Turn
-from hivesubagent.turns.work import read_turn_work
+from hivesubagent.turns.work import turn_work_data
 
 __all__ = ["SOURCE", "SubagentEngine", "SubagentError", "open_prompt_file"]
 
@@ -327,10 +327,9 @@ class SubagentEngine:
         other = next((s for s in live if s.session_id == t.session_id), None)
         ours = self.table.ended_turn_of(t)
         place = self.places.book.get(name)
-        work = None
-        if with_work and (ours is None or ours.work is None):
-            found = read_turn_work(t.path, place.cwd if place else self.workdir, self.sessions.turn_start(t.path))
-            work = None if found is None else found.as_dict()
+        store = self.places.store_for(place)
+        work = (turn_work_data(t.path, store.workdir, store.turn_start(t.path))
+                if with_work and (ours is None or ours.work is None) else None)
         stat = self.places.worktree_stat(place) if with_work else None  # now: the agent may have merged since
         return views.transcript_view(t, name, self.settings.result_chars, other, ours, work, place, stat)
 

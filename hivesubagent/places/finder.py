@@ -1,6 +1,7 @@
 """Finding a session's transcripts wherever it runs: claude writes them to the project folder of the
-session's working directory, so each recorded working directory has a session store of its own (one shared
-transcript index), and a name is looked up in its recorded directory's folder, or --workdir's."""
+session's working directory, so each recorded working directory has a session store of its own, and a name
+is looked up in its recorded directory's folder, or --workdir's. Each store has its own transcript index (an
+index forgets what is not in its own folder); only --workdir's is saved across restarts (index_file.py)."""
 
 from __future__ import annotations
 
@@ -62,11 +63,15 @@ class SessionPlaces:
             raise SubagentError(f"name: {name!r} runs in {place.cwd}, which no longer exists (a removed "
                                 f"worktree?): start(name={name!r}, ...) begins it afresh")
 
+    def store_for(self, place: Place | None) -> SessionStore:
+        """The store of a session's directory (--workdir's for a session without a place)."""
+        return self.main if place is None else self.store(place.cwd)
+
     def store(self, cwd: Path) -> SessionStore:
         with self._lock:
             found = self._stores.get(cwd)
             if found is None:
-                found = self._stores[cwd] = SessionStore(cwd, self.main.env, self.main.index)
+                found = self._stores[cwd] = SessionStore(cwd, self.main.env)
             return found
 
     def store_of(self, name: str) -> SessionStore:

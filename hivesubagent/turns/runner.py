@@ -35,7 +35,7 @@ from hivesubagent.turns import turn as T
 from hivesubagent.turns.stall import StallWatch
 from hivesubagent.turns.table import TurnTable
 from hivesubagent.turns.turn import Turn
-from hivesubagent.turns.work import read_turn_work
+from hivesubagent.turns.work import turn_work_data
 
 log = logging.getLogger(__name__)
 
@@ -183,13 +183,13 @@ class TurnRunner:
             outcome = replace(outcome, kind="timed_out",
                               detail=f"reached its time limit ({turn.bounds.timeout_minutes:g} min): {outcome.detail}")
         turn_cost, total_cost = self._cost(turn, outcome)
-        work = read_turn_work(turn.transcript, self.cwd_of(turn), turn.transcript_start)
+        work = turn_work_data(turn.transcript, self.cwd_of(turn), turn.transcript_start)
         if turn.place is not None and turn.place.worktree is not None and self.worktrees is not None:
             turn.worktree_stat = self.worktrees.stat(turn.place.worktree)  # (before the end)
         spawned.close()
         if turn.kind == "start":
             unarchive(turn)  # a no-op once claude wrote the new transcript
-        self._record_end(turn, outcome, turn_cost, total_cost, None if work is None else work.as_dict())
+        self._record_end(turn, outcome, turn_cost, total_cost, work)
         # Not the outcome's detail: it may quote claude's stderr.
         event(log, "turn_end", name=turn.name, turn=turn.number, outcome=outcome.kind, seconds=turn.elapsed(),
               exit_code=returncode, cost_usd=turn_cost)

@@ -61,6 +61,12 @@ def read_turn_work(path: Path, workdir: Path, start: int = 0) -> TurnWork | None
     return work
 
 
+def turn_work_data(path: Path, workdir: Path, start: int = 0) -> WorkData | None:
+    """read_turn_work as the answers show it."""
+    found = read_turn_work(path, workdir, start)
+    return None if found is None else found.as_dict()
+
+
 def _wanted(raw: bytes) -> dict | None:
     if b'"tool_use"' not in raw and not (b'"user"' in raw and b'"toolUseResult"' not in raw):
         return None

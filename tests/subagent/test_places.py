@@ -266,6 +266,9 @@ def test_sessions_in_several_directories_are_listed_found_and_archived_in_their_
     assert again.status("away")["options"] == {"effort": "low"}
     assert Path(again.status("away")["transcript"]).parent.name == str(other).replace("/", "-").replace("_", "-")
     assert "cwd=" + str(other) in build_registry(again).call("status", {}).text
+    home = again.status("home")["transcript"]
+    again.status()  # listing another folder never drops what --workdir's index remembers of its own
+    assert home in again.sessions.index._entries
     # a start that cannot run claude leaves the name's record as it was
     broken, _ = engine_factory("/nonexistent/claude", fake_env, allowed_cwd_roots=(str(tmp_path),))
     with pytest.raises(SubagentError, match="cannot run claude_bin"):
@@ -276,3 +279,25 @@ def test_sessions_in_several_directories_are_listed_found_and_archived_in_their_
     todos2.wait_upserts("away")
     assert "cwd" not in again.status("away") and again.places.book.get("away") is None
     assert len(list(Path(fake_env["HOME"]).glob(".claude/projects/*-other/*.jsonl.archived"))) == 1
+
+
+def test_the_cli_passes_cwd_worktree_and_tool_limits_as_the_tools_take_them(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from common.cli_base import DaemonClient
+
+    sent = []
+    monkeypatch.setattr(DaemonClient, "call", lambda self, tool, args, **kw: sent.append((tool, dict(args)))
+                        or SimpleNamespace(text="ok", data={}))
+    runner = CliRunner()
+    done = runner.invoke(cli_main, ["start", "s", str(tmp_path / "p.md"), "--cwd", str(tmp_path), "--worktree",
+                                    "--tools", "Read", "--tools", "Grep", "--allowed-tool", "Bash(git *)",
+                                    "--disallowed-tool", "WebFetch", "--effort", "low"])
+    assert done.exit_code == 0, done.output
+    assert sent[-1] == ("start", {"name": "s", "prompt_file": str(tmp_path / "p.md"), "cwd": str(tmp_path),
+                                  "worktree": True, "tools": ["Read", "Grep"], "allowed_tools": ["Bash(git *)"],
+                                  "disallowed_tools": ["WebFetch"], "effort": "low"})
+    assert runner.invoke(cli_main, ["continue", "s", "go", "--no-tools", "--effort", "max"]).exit_code == 0
+    assert sent[-1] == ("continue", {"name": "s", "prompt": "go", "tools": [], "effort": "max"})
+    both = runner.invoke(cli_main, ["continue", "s", "go", "--no-tools", "--tools", "Read"])
+    assert both.exit_code == 2 and "--tools or --no-tools" in both.output
