@@ -35,6 +35,7 @@ from common.cli_base import (
     show,
 )
 from common.config import SubagentSettings, click_options
+from hivesubagent.cli_watch import top_command
 from hivesubagent.transcripts import where
 
 if TYPE_CHECKING:  # the tools' argument types only (importing hivesubagent.tools would load the engine)
@@ -334,29 +335,21 @@ def list_(workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, ..
 @click.argument("name")
 @store_options
 @click.option("--last", type=click.IntRange(min=1), default=None, help="Only the last N turns.")
+@click.option("-f", "--follow", is_flag=True, help="Then print each step as claude writes it, until the turn ends.")
 @json_option
-def log(name: str, workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, ...], last: int | None,
-        as_json: bool) -> None:
-    """Show session NAME's transcript as readable turns (read from disk)."""
+@click.pass_obj
+def log(client: DaemonClient, name: str, workdir: Path | None, state_dir: Path | None, extra_env: tuple[str, ...],
+        last: int | None, follow: bool, as_json: bool) -> None:
+    """Show session NAME's transcript as readable turns (read from disk); -f follows its running turn (the
+    daemon says when it ends)."""
     from common.names import InvalidName, check_name
-    from hivesubagent.transcripts.log import as_data, read_turns, render
+    from hivesubagent.cli_watch import show_log
 
     try:
         check_name(name, "name")
     except InvalidName as exc:
         raise click.BadParameter(str(exc), param_hint="NAME") from None
-    store = _store(workdir, state_dir, extra_env).store_of(name)
-    paths = store.find_all(name)
-    if not paths:
-        fail("hive-subagent", f"no session named {name!r} in {store.project_dir}", EXIT_REFUSED)
-    turns = read_turns(paths[0])
-    if last is not None:
-        turns = turns[-last:]
-    if as_json:
-        click.echo(json.dumps({"name": name, "transcript": str(paths[0]), "turns": as_data(turns)}, indent=2))
-    else:
-        click.echo(f"session {name} ({paths[0]})\n")
-        click.echo(render(turns))
+    show_log(_store(workdir, state_dir, extra_env).store_of(name), name, last, as_json, follow, client)
 
 
 @main.command()
@@ -394,3 +387,6 @@ def diff(name: str, workdir: Path | None, state_dir: Path | None, extra_env: tup
 
 if __name__ == "__main__":
     main()
+
+
+main.add_command(top_command)
