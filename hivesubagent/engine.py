@@ -34,6 +34,7 @@ from hivesubagent.answers.shapes import (
     TurnView,
     WaitedSessions,
 )
+from hivesubagent.answers.texts import render_session, turn_result
 from hivesubagent.errors import SubagentError
 from hivesubagent.places.book import Place, PlaceBook
 from hivesubagent.places.finder import SessionPlaces
@@ -54,6 +55,7 @@ from hivesubagent.turns import claude, views, waits
 from hivesubagent.turns import turn as T
 from hivesubagent.turns.runner import TurnRunner, unarchive
 from hivesubagent.turns.table import TurnTable
+from hivesubagent.turns.tasks import TurnTasks
 from hivesubagent.turns.turn import Turn
 from hivesubagent.turns.work import turn_work_data
 
@@ -109,6 +111,7 @@ class SubagentEngine:
                                  Path(settings.state_dir).absolute() / "subagent",
                                  ops if ops is not None else LinuxProcessOps(), self.worktrees)
         self.slots = WaitSlots(max(1, settings.max_inline_waits))
+        self.tasks = turn_tasks(self)
 
     # ------------------------------------------------------------------------------------------ the verbs
 
@@ -158,10 +161,8 @@ class SubagentEngine:
         try:
             place, found = self.places.place(name), self.places.find(name)
             if found is None:
-                raise SubagentError(
-                    f"name: no session named {name!r} in {self.places.project_dir(name)} (start it first; "
-                    "archived ones are not resumed)"
-                )
+                raise SubagentError(f"name: no session named {name!r} in {self.places.project_dir(name)} (start it "
+                                    "first; archived ones are not resumed)")
             self.places.check_still_there(name, place)
             refuse_if_live_elsewhere(self.sessions, session_id=found.session_id)
             options = request.options.over(place.options)
@@ -332,6 +333,26 @@ class SubagentEngine:
                 if with_work and (ours is None or ours.work is None) else None)
         stat = self.places.worktree_stat(place) if with_work else None  # now: the agent may have merged since
         return views.transcript_view(t, name, self.settings.result_chars, other, ours, work, place, stat)
+
+
+def turn_tasks(engine: SubagentEngine) -> TurnTasks:
+    """The engine's turns as MCP tasks (turns/tasks.py); the runner then holds an end's todo for a polling client."""
+    tasks = TurnTasks(engine.table, Path(engine.settings.state_dir), lambda name, turn: end_text(engine, name, turn),
+                      lambda turn: engine.runner.stop(turn, force=False, reason="tasks/cancel"),
+                      lambda name: engine.runner._safe_todo(lambda: engine.todos.clear(name)))
+    engine.runner.hold = tasks.hold_seconds
+    return tasks
+
+
+def end_text(engine: SubagentEngine, name: str, turn: Turn | None) -> str:
+    """A completed task's result: the ended turn's own answer when this process ran it (exact: its outcome as the
+    stream said it), else what status(name) says from the transcript (after a restart)."""
+    if turn is not None:
+        return turn_result(engine._view(turn), "ended", engine.notices).text
+    try:
+        return render_session(engine._status_of(name, None))
+    except SubagentError as exc:
+        return f"name={name}: {exc}"
 
 
 def result_page(table: TurnTable, t: Transcript, offset: int) -> PageData:

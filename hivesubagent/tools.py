@@ -12,10 +12,12 @@ docs/design.md, "MCP clients").
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Required, TypedDict
 
 from common.names import NAME_RULE
 from common.notices import NO_SOCKET, Notices
+from common.protocol import mcp_tasks
 from common.protocol.tools import Args, CallContext, Tool, ToolRegistry, ToolResult, closed_object
 from hivesubagent.answers.texts import (
     render_list,
@@ -240,10 +242,13 @@ def build_registry(engine: SubagentEngine) -> ToolRegistry:
     """The four tools, their handlers bound to `engine`."""
 
     facts = description_facts(engine)
+    task_facts = {**facts, **TASK_SAID}
 
     def bind(spec: dict[str, Any], fn: Callable[[SubagentEngine, Args, CallContext], ToolResult]) -> Tool[Args]:
         described = {**spec, "description": _filled(spec["description"], facts),
                      "input_schema": _described(spec["input_schema"], facts)}
+        if "{when_done}" in spec["description"] or "{continue_done}" in spec["description"]:
+            described["task_description"] = _filled(spec["description"], task_facts)
 
         def handler(args: Args, ctx: CallContext) -> ToolResult:
             return fn(engine, args, ctx)
@@ -252,16 +257,28 @@ def build_registry(engine: SubagentEngine) -> ToolRegistry:
 
     return ToolRegistry([bind(START, _start), bind(CONTINUE, _continue), bind(INTERRUPT, _interrupt),
                          bind(STATUS, _status)],
-                        instructions=instructions(_notices(engine)))
+                        instructions=instructions(_notices(engine)),
+                        task_handles=engine.tasks if engine is not None else None,
+                        task_instructions=instructions(_notices(engine), client_tasks=True))
 
 
 def _notices(engine: SubagentEngine | None) -> Notices:
     return engine.notices if engine is not None else Notices(True)
 
 
-def instructions(notices: Notices) -> str:
-    """What the model reads once about this server (MCP `instructions`)."""
-    arrival = notices.say("When a turn ends, its outcome arrives as a todo; "
+# What the descriptions say instead to a client of the MCP tasks extension (Claude Code's interactive session).
+TASK_SAID = {
+    "when_done": "You get back a task at once: the turn moves to your background tasks and its end (outcome, what it "
+                 "did, the start of its result, its cost) arrives as a task notification; stopping the task "
+                 "interrupts the turn.",
+    "continue_done": "the turn moves to your background tasks and its end arrives as a task notification.",
+}
+
+
+def instructions(notices: Notices, client_tasks: bool = False) -> str:
+    """What the model reads once about this server (MCP `instructions`); `client_tasks`: to a client of the
+    tasks extension, whose background tasks carry each turn."""
+    arrival = TASK_ARRIVAL if client_tasks else notices.say("When a turn ends, its outcome arrives as a todo; "
                           "`status(name, wait_seconds=30)` waits for it.",
                           f"No notice arrives when a turn ends ({NO_SOCKET}): `status(name, wait_seconds=30)` waits "
                           "for it (`names` and `all` for several).")
@@ -269,6 +286,11 @@ def instructions(notices: Notices) -> str:
             "`continue` gives that session its next prompt and `interrupt` stops its turn. Read what a session said "
             "with `status` (`result_offset` pages through a long result), not by reading claude's transcript files. "
             + arrival)
+
+
+TASK_ARRIVAL = ("`start` and `continue` answer a task once the turn runs: it moves to your background tasks and its "
+                "end arrives as a task notification (stopping the task interrupts the turn); "
+                "`status(name)` shows its progress meanwhile.")
 
 
 def description_facts(engine: SubagentEngine | None) -> dict[str, Any]:
@@ -313,11 +335,26 @@ def _described(schema: Any, facts: dict[str, Any]) -> Any:
 
 
 def _start(engine: SubagentEngine, args: StartArgs, ctx: CallContext) -> ToolResult:
-    return turn_result(engine.start(**args), "started", engine.notices)
+    return _as_task(engine, turn_result(engine.start(**args), "started", engine.notices), ctx)
 
 
 def _continue(engine: SubagentEngine, args: ContinueArgs, ctx: CallContext) -> ToolResult:
-    return turn_result(engine.continue_(**args), "continued", engine.notices)
+    return _as_task(engine, turn_result(engine.continue_(**args), "continued", engine.notices), ctx)
+
+
+def _as_task(engine: SubagentEngine, result: ToolResult, ctx: CallContext) -> ToolResult:
+    """To a client of the tasks extension, a turn that runs is answered as a task (an ended one as always)."""
+    if not ctx.client_tasks or "outcome" in result.data:
+        return result
+    opened = engine.tasks.open_running(str(result.data["name"]))
+    if opened is None:  # it ended in the meantime: the plain answer says so on the next status
+        return result
+    handle, state = opened
+    first = result.text.splitlines()[0]
+    name = result.data["name"]
+    immediate = (f"{first}\nIts end arrives as a task notification. status(name=\"{name}\") shows its progress, "
+                 f"status(name=\"{name}\", steps=true) what it did so far; stopping the task interrupts the turn.")
+    return replace(result, task=mcp_tasks.create_task_result(handle, state, immediate))
 
 
 def _interrupt(engine: SubagentEngine, args: InterruptArgs, ctx: CallContext) -> ToolResult:

@@ -53,6 +53,8 @@ class TurnRunner:
         self.env = env
         self.scratch = scratch  # unlinked temp files only (claude.spawn)
         self.worktrees = worktrees  # measures a worktree session's work at each turn's end
+        # How long an end's todo waits for a client's poll of its task (turns/tasks.py sets it); 0: not at all.
+        self.hold: Callable[[Turn], float] = lambda turn: 0.0
         self.stalls = StallWatch(table, settings, todos,
                                  lambda turn, why: self.stop(turn, False, why, unless_signalled=True), self._safe_todo)
 
@@ -203,7 +205,13 @@ class TurnRunner:
             self.table.transition_locked(turn, T.ENDED)
             data = views.turn_view(turn, self.settings.result_chars)
         summary, body = views.turn_todo(turn, data)
-        self._safe_todo(lambda: self.todos.upsert(turn.name, summary, body, data))
+        hold = self.hold(turn)
+        with self.table.cond:
+            if hold:  # a client polls this turn's task: its poll is the notice, if it comes soon
+                self.table.wait_locked(lambda: turn.delivered or self.table.closed, hold)
+            turn.todo_sent = not turn.delivered
+        if turn.todo_sent:
+            self._safe_todo(lambda: self.todos.upsert(turn.name, summary, body, data))
         with self.table.cond:
             turn.reported = True
             self.table.changed_locked()

@@ -114,6 +114,10 @@ class TurnTable:
         """The running turn of `name` (None when it has none), or every running turn when `name` is None."""
         return list(self._running.values()) if name is None else self._running.get(name)
 
+    def last_ended_locked(self, name: str) -> Turn | None:
+        """The last turn of `name` that this process ended, if it remembers one."""
+        return self._ended.get(name)
+
     def close(self) -> list[Turn]:
         """Refuse new reservations from now on; the turns running now."""
         with self.cond:

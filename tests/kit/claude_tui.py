@@ -109,7 +109,7 @@ class ClaudeTUI:
         Enter is sent once the box shows the text, and again if the box still holds it 3 s later: keys that
         arrive together read as a paste, in which an Enter is a new line, not a submit."""
         self._tmux("send-keys", "-t", "claude", "-l", text)
-        tail = text[-40:]
+        tail = _squeezed(text[-40:])
         self.wait_pane(lambda screen: tail in input_box(screen), 10, "the typed prompt in the input box")
         for attempt in range(3):
             self._tmux("send-keys", "-t", "claude", "Enter")
@@ -147,11 +147,17 @@ class ClaudeTUI:
 
 
 def input_box(screen: str) -> str:
-    """The text in claude's prompt box: the lines between the screen's last two horizontal rules, joined."""
+    """The text in claude's prompt box (the lines between the screen's last two horizontal rules), without white
+    space."""
     rules = [i for i, line in enumerate(screen.splitlines()) if line.startswith("─" * 20)]
     if len(rules) < 2:
         return ""
-    return "".join(line.strip() for line in screen.splitlines()[rules[-2] + 1:rules[-1]])
+    return _squeezed("".join(screen.splitlines()[rules[-2] + 1:rules[-1]]))
+
+
+def _squeezed(text: str) -> str:
+    """`text` without white space: the box wraps a long prompt at any space, indenting the next line."""
+    return "".join(text.split())
 
 
 def _signal(proc: psutil.Process, sig: int) -> None:
