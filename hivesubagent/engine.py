@@ -99,9 +99,9 @@ class SubagentEngine:
         self.env = claude.child_env(os.environ if base_env is None else base_env, extra, self.workdir)
         self.sessions = SessionStore(self.workdir, self.env)
         state = Path(settings.state_dir).absolute()
-        self.worktrees = Worktrees(state / "worktrees", self.env, state / "subagent")
-        self.places = SessionPlaces(self.sessions, PlaceBook(state), self.worktrees)
         self.cwd_roots = cwd_roots(settings.allowed_cwd_roots, self.workdir)
+        self.worktrees = Worktrees(state / "worktrees", self.env, state / "subagent", self.cwd_roots)
+        self.places = SessionPlaces(self.sessions, PlaceBook(state), self.worktrees)
         self.index_keeper = IndexKeeper(self.sessions, Path(settings.state_dir))
         if not self.index_keeper.start():
             log.info("transcripts still being indexed in the background (a first start on a large folder)")

@@ -22,6 +22,7 @@ from common.names import InvalidName, check_name
 from common.waiting import WaitWindow, cap_wait
 from hivesubagent.errors import SubagentError
 from hivesubagent.places.options import ClaudeOptions
+from hivesubagent.places.worktrees import within
 from hivesubagent.turns.claude import START_NUDGE
 from hivesubagent.turns.turn import TurnBounds
 
@@ -322,7 +323,7 @@ def working_directory(value: Any, roots: tuple[Path, ...], default: Path) -> Pat
         raise SubagentError(f"cwd: {value} is not a directory")
     if not os.access(real, os.X_OK):
         raise SubagentError(f"cwd: {value} cannot be entered by the daemon's user (permission denied)")
-    if not any(real == str(r) or real.startswith(str(r).rstrip("/") + "/") for r in roots):
+    if not within(real, roots):
         allowed = ", ".join(str(r) for r in roots)
         raise SubagentError(f"cwd: {value} is outside the directories sessions may run in ({allowed}; the "
                             "daemon's --allowed-cwd-roots)")

@@ -51,11 +51,19 @@ class Worktree:
         return cls(str(data["path"]), str(data["branch"]), str(data["base"]), str(data["repo"]))
 
 
+def within(path: str, roots: tuple[Path, ...]) -> bool:
+    """`path` (a real path) is one of `roots` or inside one."""
+    return any(path == str(r) or path.startswith(str(r).rstrip("/") + "/") for r in roots)
+
+
 class Worktrees:
     """The worktrees under `root` (the daemon's state directory's worktrees/), made and measured with git."""
 
-    def __init__(self, root: Path, env: Mapping[str, str], scratch: Path):
+    def __init__(self, root: Path, env: Mapping[str, str], scratch: Path, cwd_roots: tuple[Path, ...] = ()):
+        """`cwd_roots`: where sessions may run (the daemon's --allowed-cwd-roots); a repository whose top is
+        outside them is refused (its worktree would check out files the session may not work in)."""
         self.root = root
+        self.cwd_roots = cwd_roots
         self.env = git_env(env)
         self.scratch = scratch  # the temporary index of a diff
         self._locks: dict[str, threading.Lock] = {}
@@ -72,6 +80,10 @@ class Worktrees:
                                   f"cwd: {cwd} is not inside a git repository (worktree=true needs one)").strip()
         common = os.path.realpath(os.path.join(top, self._git_or_refuse(
             Path(top), ["rev-parse", "--git-common-dir"], "worktree: cannot find the repository's git folder").strip()))
+        if self.cwd_roots and not within(top, self.cwd_roots):
+            raise SubagentError(f"worktree: the repository holding {cwd} is {top}, outside the directories sessions "
+                                f"may run in ({', '.join(map(str, self.cwd_roots))}): give a cwd in a repository "
+                                "inside them, or no worktree")
         inside = os.path.relpath(cwd, top)
         path, branch = self.root / name, BRANCH_PREFIX + name
         with self._lock(common):

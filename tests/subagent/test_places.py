@@ -171,6 +171,10 @@ def test_an_old_worktree_with_work_is_never_removed(repo, trees):
         trees.create("y", repo, None)
     with pytest.raises(SubagentError, match="is not inside a git repository"):
         trees.create("z", trees.root / "y", None)
+    (repo / "inner").mkdir()
+    confined = Worktrees(trees.root, trees.env, trees.scratch, (repo / "inner",))  # the repository's top is outside
+    with pytest.raises(SubagentError, match=f"^worktree: the repository holding {repo}/inner is {repo}, outside"):
+        confined.create("c", repo / "inner", None)
     (repo / "untracked-dir").mkdir()
     with pytest.raises(SubagentError, match="^cwd: untracked-dir is not in the repository's HEAD"):
         trees.create("u", repo / "untracked-dir", None)
