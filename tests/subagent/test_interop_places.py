@@ -6,10 +6,13 @@ on claude's own command line."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from daemon_harness import sink_todos, wait_until
 
 from common.protocol.tools import ToolArgumentsError
 from hivesubagent.errors import SubagentError
@@ -17,6 +20,7 @@ from hivesubagent.tools import build_registry
 
 pytestmark = pytest.mark.interop
 
+BIN = Path(sys.executable).parent
 GIT_ID = ["-c", "user.name=test", "-c", "user.email=test@example.invalid"]
 
 
@@ -157,3 +161,49 @@ def test_tool_limits_and_effort_reach_claudes_command_line(engine_factory, claud
     assert bad.is_error and "allowed_tools: each entry must be" in bad.text
     with pytest.raises(ToolArgumentsError, match="effort: must be one of"):
         tools.call("start", {**args, "name": "bad", "effort": "huge"})
+
+
+
+def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "hive-subagent"), *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_a_real_daemon_restart_keeps_the_worktree_session(daemon_factory, claude_bin, real_env, prompt_file,
+                                                          tmp_path, sink):
+    """The daemon as a process, driven by the hive-subagent CLI: a worktree session, SIGTERM, a new daemon, and
+    continue runs in the worktree; list, status and diff show where it works."""
+    workdir, state = tmp_path / "work", tmp_path / "state"
+    repo = make_repo(workdir / "repo")
+    argv = [str(BIN / "hive-subagent-daemon"), "--claude-bin", claude_bin, "--workdir", str(workdir),
+            "--state-dir", str(state), "--agent-socket", str(sink), "--kill-grace", "2"]
+    daemon = daemon_factory(argv, env=real_env)
+    env = {**real_env, "HIVE_SUBAGENT_URL": daemon.url, "HIVE_SUBAGENT_STATE_DIR": str(state)}
+    write = tool("Bash", command="printf 'new\\n' > made.txt && pwd")
+    started = run_cli("start", "tree", str(prompt_file), "--cwd", str(repo), "--worktree", "--effort", "low",
+                      "--trigger", f"tree-1\n{write}", "--json", env=env)
+    assert started.returncode == 0, started.stderr
+    tree = state / "worktrees" / "tree"
+    assert json.loads(started.stdout)["worktree"]["path"] == str(tree)
+
+    def ended(turn: int):
+        return next((t for t in sink_todos(sink, strict=False)
+                     if t["key"] == "tree" and f"turn {turn} completed" in t["summary"]), None)
+
+    todo = wait_until(lambda: ended(1), 60, "turn 1's todo", interval=0.2)
+    assert f"worktree: {tree} (branch hive/tree" in todo["body"]
+    assert "files changed: 1, +1 -0 (made.txt +1 -0)" in todo["body"]
+    assert daemon.stop(signal.SIGTERM, timeout=30) == 0
+
+    again = daemon_factory(argv, env=real_env)
+    env["HIVE_SUBAGENT_URL"] = again.url
+    resumed = run_cli("continue", "tree", "tree-2 " + tool("Bash", command="pwd > where.txt"), env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    wait_until(lambda: ended(2), 60, "turn 2's todo", interval=0.2)
+    assert (tree / "where.txt").read_text() == f"{tree}\n" and not (repo / "where.txt").exists()
+    shown = run_cli("status", env=env)
+    assert f"cwd={tree}" in shown.stdout and "branch=hive/tree" in shown.stdout, shown.stdout
+    assert json.loads(run_cli("status", "tree", "--json", env=env).stdout)["options"] == {"effort": "low"}
+    listed = run_cli("list", env=env)
+    assert "name=tree" in listed.stdout and f"cwd={tree}" in listed.stdout, listed.stdout
+    diff = run_cli("diff", "tree", env=env)
+    assert diff.returncode == 0 and "+new" in diff.stdout and "where.txt" in diff.stdout, diff.stdout
