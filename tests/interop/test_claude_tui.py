@@ -4,11 +4,14 @@ and shows progress; `claude -p` (test_claude_drives_daemons.py) does neither.
 """
 
 import json
+import re
 
 import pytest
-from daemon_harness import REPO
+from daemon_harness import REPO, wait_until
 from kit.claude_tui import tool_results
+from kit.hivebash_testkit import marked_processes
 from kit.mock_messages_api import claude_env
+from raw_mcp import modern
 
 pytestmark = pytest.mark.interop
 BIN = REPO / ".venv" / "bin"
@@ -17,6 +20,12 @@ BIN = REPO / ".venv" / "bin"
 @pytest.fixture
 def bash_daemon(daemon_factory, tmp_path):
     return daemon_factory([str(BIN / "hive-bash-daemon"), "--state-dir", str(tmp_path / "bash-state")])
+
+
+def bash_daemon_status(daemon, task_id: str) -> str:
+    """What status(id) answers a plain client now."""
+    resp, body = modern(daemon.url, "tools/call", {"name": "status", "arguments": {"id": task_id}})
+    return body["result"]["content"][0]["text"]
 
 
 def test_the_interactive_session_runs_a_command_and_the_model_reads_its_result(bash_daemon, claude_tui, mock_api):
@@ -57,3 +66,41 @@ def test_a_subagent_turn_moves_to_the_background_and_its_answer_arrives_as_a_new
     text = json.dumps(notice.body["messages"])
     assert "<status>completed</status>" in text and "nested answer 42" in text, text[-3000:]
     assert "outcome=completed" in text, text[-3000:]
+
+
+def test_a_command_still_running_after_its_wait_moves_to_the_background_and_its_output_arrives(bash_daemon,
+                                                                                             claude_tui, mock_api):
+    """mcp__bash__run of a task of a few seconds, from the interactive session: its wait ends first, so the model
+    gets a task handle at once with the bash task id; Claude Code polls tasks/get, and when the task ends a new
+    turn reaches the model carrying its output."""
+    tui = claude_tui({"bash": bash_daemon.url})
+    seen = len(mock_api.message_requests())
+    call = {"cmd": "echo first-line; sleep 3; echo task-output-xyz", "name": "tui-bg", "wait_seconds": 1}
+    tui.type("MOCK:tool=mcp__bash__run " + json.dumps(call))
+    results = mock_api.wait_messages(lambda requests: tool_results(requests[seen:]), 60, "run's tool result")
+    assert 'MCP tool "bash/run" started server-side task tui-bg-' in results[0], results
+    assert "in the background" in results[0] and "tui-bg" in results[0], results
+    notice = mock_api.wait_messages(lambda requests: _notified(requests[seen:]), 60, "the task notification")
+    text = json.dumps(notice.body["messages"])
+    assert "<status>completed</status>" in text and "task-output-xyz" in text, text[-3000:]
+    assert "id=tui-bg status=done exit_code=0" in text, text[-3000:]
+
+
+def test_task_stop_cancels_the_task_and_leaves_no_process_of_it(bash_daemon, claude_tui, mock_api):
+    """The model's TaskStop of a running command sends tasks/cancel: the daemon kills the task's whole group."""
+    tui = claude_tui({"bash": bash_daemon.url}, allow=["mcp__bash", "TaskStop"])
+    seen = len(mock_api.message_requests())
+    call = {"cmd": "sleep 120 & sleep 121; wait", "name": "tui-stop", "wait_seconds": 0}
+    tui.type("MOCK:tool=mcp__bash__run " + json.dumps(call))
+    results = mock_api.wait_messages(lambda requests: tool_results(requests[seen:]), 60, "run's tool result")
+    client_id = re.search(r'TaskStop with task_id "([^"]+)"', results[0])
+    assert client_id, results
+    wait_until(lambda: len(marked_processes("tui-stop")) >= 2, 20, "the task's two sleeps")
+    seen = len(mock_api.message_requests())
+    tui.type("MOCK:tool=TaskStop " + json.dumps({"task_id": client_id.group(1)}))
+    stopped = mock_api.wait_messages(lambda requests: [r for r in tool_results(requests[seen:]) if r not in results],
+                                     60, "TaskStop's tool result")
+    assert f"Task {client_id.group(1)}" in stopped[0] and "is stopped" in stopped[0], stopped
+    wait_until(lambda: not marked_processes("tui-stop"), 20, "no process of the stopped task")
+    status = bash_daemon_status(bash_daemon, "tui-stop")
+    assert "status=killed" in status, status

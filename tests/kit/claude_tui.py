@@ -133,16 +133,18 @@ class ClaudeTUI:
             return []
 
     def stop(self) -> None:
-        """End claude (SIGTERM, then SIGKILL after 5 s) and its tmux server; fail if a process of it is left."""
+        """End claude as a closed terminal does (SIGHUP; SIGKILL to what is left after 3 s) and its tmux
+        server; fail if a process of it is left."""
         left = self.processes()
         for proc in left:
-            _signal(proc, signal.SIGTERM)
-        _, alive = psutil.wait_procs(left, timeout=5)
+            _signal(proc, signal.SIGHUP)
+        _, alive = psutil.wait_procs(left, timeout=3)
         for proc in alive:
             _signal(proc, signal.SIGKILL)
-        _, alive = psutil.wait_procs(alive, timeout=5)
         subprocess.run([self.tmux, "-S", str(self.socket), "kill-server"], capture_output=True, timeout=10)
+        _, alive = psutil.wait_procs(alive, timeout=5)
         shutil.rmtree(self.dir, ignore_errors=True)
+        alive = [p for p in alive if _status(p) not in (None, psutil.STATUS_ZOMBIE)]
         assert not alive, f"claude's processes outlived SIGKILL: {alive}"
 
 
@@ -158,6 +160,13 @@ def input_box(screen: str) -> str:
 def _squeezed(text: str) -> str:
     """`text` without white space: the box wraps a long prompt at any space, indenting the next line."""
     return "".join(text.split())
+
+
+def _status(proc: psutil.Process) -> str | None:
+    try:
+        return proc.status()
+    except psutil.NoSuchProcess:
+        return None
 
 
 def _signal(proc: psutil.Process, sig: int) -> None:
