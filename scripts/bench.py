@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_support import BenchContext, Row, choose_workdir, format_table
 
-AREAS = ["transport", "bash", "progress", "scale", "todos", "subagent", "sessions", "start"]
+AREAS = ["transport", "bash", "flood", "progress", "scale", "todos", "subagent", "sessions", "start"]
 
 
 def main() -> int:
@@ -27,6 +27,8 @@ def main() -> int:
     parser.add_argument("--only", action="append", choices=AREAS, help="run only these areas (repeatable)")
     parser.add_argument("--bench", action="append", metavar="NAME",
                         help="run only the benchmarks whose function name contains NAME (repeatable), e.g. round_trip")
+    parser.add_argument("--flood-seconds", type=float, metavar="S",
+                        help="how long bench_flood's task writes at full speed [default: 20; --quick: 4]")
     parser.add_argument("--json", metavar="FILE", help="also write every figure to FILE as JSON")
     args = parser.parse_args()
     rows: list[Row] = []
@@ -36,7 +38,7 @@ def main() -> int:
           ", ".join(f"{parent} {cost * 1e6:.0f} us" for parent, cost in tried) + "; see choose_workdir)",
           file=sys.stderr, flush=True)
     try:
-        ctx = BenchContext(quick=args.quick, workdir=workdir)
+        ctx = BenchContext(quick=args.quick, workdir=workdir, flood_seconds=args.flood_seconds)
         for area in args.only or AREAS:
             try:
                 module = importlib.import_module(f"bench_{area}")

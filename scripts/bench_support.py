@@ -88,6 +88,7 @@ def choose_workdir(parents=WORKDIR_PARENTS) -> tuple[Path, list[tuple[str, float
 class BenchContext:
     quick: bool
     workdir: Path
+    flood_seconds: float | None = None  # bench_flood's duration (None: its default)
 
     def reps(self, full: int, quick: int) -> int:
         return quick if self.quick else full
