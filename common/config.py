@@ -55,6 +55,11 @@ class ServerSettings:
         "uid on this machine gets 403). Repeat for more; the NixOS module fills it with the agent's user.",
         multiple=True
     )
+    metrics_allow_uid: tuple[str, ...] = knob(
+        (), "uids or user names",
+        "Local users that may read GET /metrics (and /healthz) and nothing else, e.g. a Prometheus scraper's user: "
+        "any other path answers them 403. Repeat for more.", multiple=True
+    )
     threads: int = knob(32, "count", "waitress request threads. Inline waits hold one each (up to 30 s), "
                                      "so keep well above max-inline-waits.")
     max_inline_waits: int = knob(

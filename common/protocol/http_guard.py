@@ -16,6 +16,9 @@ from pathlib import Path
 import click
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+# environ: the caller is a --metrics-allow-uid user (common/serving/connection_guard.py), who may read /metrics
+# and /healthz alone.
+METRICS_ONLY_KEY = "hive.metrics_only"
 
 
 class TokenFileError(click.ClickException):

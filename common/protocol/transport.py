@@ -40,7 +40,7 @@ from common.metrics import MetricsRegistry
 from common.metrics.tool_calls import ToolCallMetrics
 from common.protocol import after_answer, mcp_tasks
 from common.protocol.event_stream import StreamedCall
-from common.protocol.http_guard import Guard, read_token_file
+from common.protocol.http_guard import METRICS_ONLY_KEY, Guard, read_token_file
 from common.protocol.methods import McpMethods, RpcError, error_body, first_error
 from common.protocol.request_headers import EnvironHeaders, environ_key
 from common.protocol.sessions import Session, SessionTable
@@ -181,6 +181,9 @@ class McpApp:
             return _plain(421, "Invalid Host header")
         if not self.guard.origin_allowed(request.header("Origin"), request.environ.get("SERVER_PORT")):
             return _plain(403, "Invalid Origin header")
+        if request.environ.get(METRICS_ONLY_KEY) and request.path not in (METRICS_PATH, HEALTH_PATH):
+            return _plain(403, f"Forbidden: this caller may read {METRICS_PATH} and {HEALTH_PATH} only "
+                               "(--metrics-allow-uid)")
         if request.path == HEALTH_PATH:
             if request.method not in ("GET", "HEAD"):
                 return _plain(405, "Method Not Allowed", {"Allow": "GET, HEAD"})

@@ -48,8 +48,17 @@ LOG_EVERY = 60.0
 
 def allowed_uids(settings: ServerSettings) -> frozenset[int]:
     """The daemon's own uid and every --allow-uid (a number or a user name of this machine)."""
-    uids = {os.geteuid()}
-    for value in settings.allow_uid:
+    return frozenset({os.geteuid(), *_uids(settings.allow_uid, "--allow-uid")})
+
+
+def metrics_uids(settings: ServerSettings) -> frozenset[int]:
+    """The --metrics-allow-uid users that are not allowed to call already: /metrics and /healthz alone."""
+    return _uids(settings.metrics_allow_uid, "--metrics-allow-uid") - allowed_uids(settings)
+
+
+def _uids(values: tuple[str, ...], hint: str) -> frozenset[int]:
+    uids: set[int] = set()
+    for value in values:
         value = value.strip()
         if value.isdigit():
             uids.add(int(value))
@@ -58,7 +67,7 @@ def allowed_uids(settings: ServerSettings) -> frozenset[int]:
             uids.add(pwd.getpwnam(value).pw_uid)
         except KeyError:
             raise click.BadParameter(f"{value!r} is neither a uid nor a user of this machine",
-                                     param_hint="--allow-uid") from None
+                                     param_hint=hint) from None
     return frozenset(uids)
 
 
@@ -68,41 +77,46 @@ def _plain_response(status: str, text: str) -> bytes:
     return head.encode() + body
 
 
+_UNKNOWN_CALLER = _plain_response("403 Forbidden", "Forbidden: the calling process's user cannot be determined")
+
+
 @dataclass(frozen=True)
 class ConnectionPolicy:
     uids: frozenset[int]
     body_timeout: float
     first_request_timeout: float = 5.0
     connection_limit: int = 200
+    metrics_uids: frozenset[int] = frozenset()  # may read /metrics and /healthz only (McpApp refuses the rest)
 
     @property
     def crowded_at(self) -> int:
         """Open sockets (waitress's map: listener, trigger, connections) from which idle connections make room."""
         return self.connection_limit - max(1, int(self.connection_limit * ROOM_FRACTION))
 
-    def refusal(self, sock: socket.socket) -> bytes | None:
-        """The 403 answer for a connection whose caller is not allowed, or None to serve it."""
+    def caller(self, sock: socket.socket) -> tuple[bytes | None, bool]:
+        """(the 403 answer for a connection whose caller is not allowed, or None to serve it; whether the
+        caller may read /metrics and /healthz alone: a --metrics-allow-uid user)."""
         try:
             local, peer = sock.getsockname(), sock.getpeername()
         except OSError:
-            return None  # already gone: waitress notices on its first read
+            return None, False  # already gone: waitress notices on its first read
         try:
             uid = peer_uid(local, peer)
         except PeerUnknown:
             if not is_loopback_address(peer[0]):
-                return None  # not on this machine: the bearer token decides
+                return None, False  # not on this machine: the bearer token decides
             log.warning("refused a connection from %s:%s: its owner cannot be found in the socket table",
                         peer[0], peer[1])
-            return _plain_response("403 Forbidden", "Forbidden: the calling process's user cannot be determined")
+            return _UNKNOWN_CALLER, False
         except (OSError, ValueError) as exc:
             log.warning("refused a connection from %s:%s: cannot read the socket table (%s)", peer[0], peer[1], exc)
-            return _plain_response("403 Forbidden", "Forbidden: the calling process's user cannot be determined")
-        if uid in self.uids:
-            return None
+            return _UNKNOWN_CALLER, False
+        if uid in self.uids or uid in self.metrics_uids:
+            return None, uid not in self.uids
         log.warning("refused a connection from uid %d (%s:%s): not an allowed caller (--allow-uid)",
                     uid, peer[0], peer[1])
         return _plain_response("403 Forbidden", f"Forbidden: uid {uid} may not call this daemon "
-                                                "(its operator can allow it with --allow-uid)")
+                                                "(its operator can allow it with --allow-uid)"), False
 
 
 class GuardedChannel(StreamingChannel):
@@ -114,7 +128,7 @@ class GuardedChannel(StreamingChannel):
                  map: dict[int, Any] | None = None) -> None:
         super().__init__(server, sock, addr, adj, map)
         self.policy = policy = _LISTENERS[server].policy
-        self.refused = policy.refusal(sock)
+        self.refused, self.metrics_only = policy.caller(sock)
         self.accepted_at = time.monotonic()
         # Monotonic time the request now being read began to arrive (None: none is partly read). A refused
         # connection is on the clock from the start, so one that never sends anything is closed soon too.

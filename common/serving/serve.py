@@ -26,7 +26,7 @@ from common.config import ServerSettings
 from common.disk.state_dir import share_gid
 from common.disk.whole_files import replace_whole
 from common.protocol.http_guard import is_loopback_address, read_token_file
-from common.serving.connection_guard import SWEEP_SECONDS, ConnectionPolicy, allowed_uids
+from common.serving.connection_guard import SWEEP_SECONDS, ConnectionPolicy, allowed_uids, metrics_uids
 from common.serving.connection_guard import install as install_connection_guard
 from common.serving.request_threads import HotThreadDispatcher
 from common.waiting import Doorbell
@@ -69,6 +69,7 @@ def check_can_serve(settings: ServerSettings) -> None:
     if settings.token_file is not None:
         read_token_file(settings.token_file)
     allowed_uids(settings)
+    metrics_uids(settings)
     share_gid(settings.share_group)
 
 
@@ -150,7 +151,8 @@ def _create_server(app: WSGIApplication, settings: ServerSettings) -> Server:
         warnings.simplefilter("ignore", DeprecationWarning)  # send_bytes: see SEND_BYTES
         server = _create_waitress(app, settings)
     install_connection_guard(server, ConnectionPolicy(allowed_uids(settings), settings.body_timeout,
-                                                      settings.first_request_timeout, settings.connection_limit))
+                                                      settings.first_request_timeout, settings.connection_limit,
+                                                      metrics_uids(settings)))
     return server
 
 

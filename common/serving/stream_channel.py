@@ -17,6 +17,7 @@ from waitress.server import TcpWSGIServer
 from waitress.task import WSGITask
 
 from common.protocol.event_stream import FLUSH_KEY, HANGUP_KEY
+from common.protocol.http_guard import METRICS_ONLY_KEY
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,8 @@ class StreamingTask(WSGITask):
         assert isinstance(channel, StreamingChannel), "task_class of a StreamingChannel only"
         environ[FLUSH_KEY] = channel.flush_now
         environ[HANGUP_KEY] = channel.on_hangup
+        if channel.metrics_only:
+            environ[METRICS_ONLY_KEY] = True
         return environ
 
 
@@ -41,6 +44,7 @@ class StreamingChannel(HTTPChannel):
     task_class = StreamingTask
     _hangup: Callable[[], None] | None = None
     _sending = False  # this connection's request thread is in a send of its buffer (module doc: Spin)
+    metrics_only = False  # the caller may read /metrics and /healthz alone (GuardedChannel sets it)
 
     def writable(self) -> bool:
         """Whether the loop's `handle_write` would act now (module doc: Spin): a close to make, or bytes it may

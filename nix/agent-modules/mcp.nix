@@ -51,6 +51,10 @@ let
         "${d.envPrefix}_ALLOW_UID" = cfg.agentUser;
         "${d.envPrefix}_SHARE_GROUP" = agentGroup;
       }
+      // lib.optionalAttrs (cfg.metricsScrapers != [ ]) {
+        # Names too; click splits the variable on whitespace.
+        "${d.envPrefix}_METRICS_ALLOW_UID" = lib.concatStringsSep " " cfg.metricsScrapers;
+      }
       // lib.optionalAttrs (cfg.tokenFile != null) {
         # systemd copies the token (LoadCredential below) to this root-owned, unit-private path,
         # readable by the unit's user even when the operator's file is readable by root alone.
@@ -123,6 +127,27 @@ in
         and its primary group may read the state directories' task records and outputs (--share-group:
         directories 2750, files 0640, UMask=0027, the group added to the daemons' SupplementaryGroups).
         Unset (the default): the agent is `user` itself, one user for both.
+      '';
+    };
+
+    metricsScrapers = mkOption {
+      type = types.listOf (types.strMatching "[^[:space:]]+");
+      default = [ ];
+      example = [ "prometheus" ];
+      description = ''
+        Local users that may scrape both daemons' GET /metrics (and /healthz), and nothing else: every other
+        path answers them 403 (--metrics-allow-uid, HIVE_*_METRICS_ALLOW_UID). For a Prometheus on this
+        machine (the same network namespace as the daemons: they listen on 127.0.0.1), e.g.
+
+          hyperhive.mcp.metricsScrapers = [ "prometheus" ];
+          services.prometheus.scrapeConfigs = [{
+            job_name = "hive";
+            static_configs = [{ targets = [ "127.0.0.1:''${toString config.hyperhive.mcp.bashHttpPort}"
+                                            "127.0.0.1:''${toString config.hyperhive.mcp.subagentHttpPort}" ]; }];
+          }];
+
+        With `tokenFile` set, the scraper sends the token too (`authorization.credentials_file`). Empty (the
+        default): only the daemons' own user (and `agentUser`) may read /metrics.
       '';
     };
 

@@ -180,6 +180,7 @@ def test_whitespace_in_extra_env_fails_an_assertion_naming_the_option(evaluate_m
         ("hyperhive.mcp.subagentMaxRunning = 0;", "subagentMaxRunning"),
         ('hyperhive.mcp.bashStateDirectory = "../etc";', "bashStateDirectory"),
         ('hyperhive.mcp.tokenFile = 42;', "tokenFile"),
+        ('hyperhive.mcp.metricsScrapers = [ "a b" ];', "metricsScrapers"),
     ],
 )
 def test_bad_values_are_refused_naming_the_option(evaluate_module, definition, option):
@@ -235,3 +236,12 @@ def test_the_claude_subagents_skill_is_linked_where_claude_finds_it(evaluate_mod
     moved = evaluate_module('{ hyperhive.mcp.claudeConfigDir = "/srv/claude"; }')["tmpfiles"]
     assert moved[2].startswith("L+ /srv/claude/skills/claude-subagents ")
     assert evaluate_module("{ hyperhive.mcp.subagentSkill = false; }")["tmpfiles"] == []
+
+
+def test_metrics_scrapers_may_read_metrics_of_both_daemons(evaluate_module):
+    services = evaluate_module('{ hyperhive.mcp.metricsScrapers = [ "prometheus" "vmagent" ]; }')["services"]
+    for name, prefix in (("hive-bash", "HIVE_BASH"), ("hive-subagent", "HIVE_SUBAGENT")):
+        assert services[name]["environment"][f"{prefix}_METRICS_ALLOW_UID"] == "prometheus vmagent"
+        assert f"{prefix}_ALLOW_UID" not in services[name]["environment"]  # not a caller of /mcp
+    for service in evaluate_module()["services"].values():
+        assert not any(k.endswith("_METRICS_ALLOW_UID") for k in service["environment"])

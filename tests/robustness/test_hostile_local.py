@@ -324,6 +324,21 @@ def test_another_uid_gets_403_on_metrics_too(tmp_path, daemon_argv):
         d.stop()
 
 
+@as_nobody
+def test_a_metrics_only_uid_reads_metrics_and_nothing_else(tmp_path, daemon_argv):
+    """--metrics-allow-uid (a Prometheus scraper's user): /metrics and /healthz answer it, /mcp is 403."""
+    d = start_daemon([*daemon_argv(tmp_path / "state"), "--metrics-allow-uid", str(NOBODY)], tmp_path)
+    try:
+        metrics = send_as(NOBODY, d.url, build_request("GET", "/metrics", "HTTP/1.1", [("Host", host_of(d.url))], b""))
+        assert metrics.status == 200 and b"_tool_calls_total" in metrics.body, (metrics.status, metrics.body[:300])
+        health = send_as(NOBODY, d.url, build_request("GET", "/healthz", "HTTP/1.1", [("Host", host_of(d.url))], b""))
+        assert health.status == 200
+        call = call_as(NOBODY, d.url, "status", {})
+        assert call.status == 403 and b"/metrics and /healthz only" in call.body, (call.status, call.body)
+    finally:
+        d.stop()
+
+
 @pytest.mark.slow
 @as_nobody
 def test_another_uid_is_refused_over_ipv6_too(tmp_path):
