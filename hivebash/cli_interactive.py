@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import click
 
 from common.cli_base import DaemonClient, json_option, show, task_exit_code
+from hivebash.cli_tail import KeptCopier, gap_of
 
 if TYPE_CHECKING:  # the tools' argument types only (importing hivebash.tools would load the engine)
     from hivebash.tools import StatusArgs
@@ -80,11 +81,11 @@ def attach_cmd(client: DaemonClient, task_id: str) -> None:
     if data.get("stdin", "null") == "null":
         raise click.ClickException(f"task {task_id} was started without input (stdin null): nothing to attach to; "
                                    f"`hive-bash tail -f {task_id}` follows its output")
-    paths = [data["stdout"]["path"]] + ([data["stderr"]["path"]] if data["stdin"] == "pipe" else [])
+    streams = ["stdout"] + (["stderr"] if data["stdin"] == "pipe" else [])
     try:
-        follow = [OutputFollower(p, BACKLOG) for p in paths]
+        follow = [OutputFollower(client, task_id, data, s) for s in streams]
     except OSError as exc:
-        raise click.ClickException(f"{paths[0]}: {exc.strerror} (is the daemon's state directory on this "
+        raise click.ClickException(f"{data['stdout']['path']}: {exc.strerror} (is the daemon's state directory on this "
                                    "machine, and readable by you?)") from None
     keyboard = sys.stdin.fileno()
     with _raw(keyboard) as raw:
@@ -133,20 +134,23 @@ def _attach_loop(client: DaemonClient, task_id: str, data: dict, follow: list[Ou
 
 
 class OutputFollower:
-    """One output file, followed from near its end (the last BACKLOG bytes)."""
+    """One output file, followed from near its end (the last BACKLOG bytes), past a dropped middle
+    (cli_tail.KeptCopier: one marker line, never its NULs)."""
 
-    def __init__(self, path: str, backlog: int):
-        self.file = open(path, "rb")
-        size = os.fstat(self.file.fileno()).st_size
-        self.file.seek(max(0, size - backlog))
+    def __init__(self, client: DaemonClient, task_id: str, data: dict, stream: str):
+        self.fd = os.open(data[stream]["path"], os.O_RDONLY | os.O_CLOEXEC)
+        size = os.fstat(self.fd).st_size
+        look: StatusArgs = {"id": task_id}
+        self.copier = KeptCopier(self.fd, sys.stdout.buffer, max(0, size - BACKLOG),
+                                 lambda: gap_of(client.call("status", look).data, stream))
+        self.copier.start(gap_of(data, stream))
 
     def copy(self, out, crlf: bool) -> None:
-        while chunk := self.file.read(1 << 16):
-            out.write(chunk.replace(b"\n", b"\r\n") if crlf else chunk)
-        out.flush()
+        self.copier.out, self.copier.crlf = out, crlf
+        self.copier.copy()
 
     def close(self) -> None:
-        self.file.close()
+        os.close(self.fd)
 
 
 @contextmanager

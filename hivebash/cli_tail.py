@@ -1,4 +1,4 @@
-"""`hive-bash tail -f`'s copy of an output file to the terminal, past its dropped middle.
+"""`hive-bash tail -f`'s (and `attach`'s) copy of an output file to the terminal, past its dropped middle.
 
 Past --max-output-bytes the daemon frees the middle of a running task's file (hivebash/disk/output_limit.py): it
 reads back as NUL bytes. The daemon records each range before it frees it, so a read that met freed bytes is
@@ -26,6 +26,7 @@ class KeptCopier:
 
     def __init__(self, fd: int, out: BinaryIO, pos: int, gap: Callable[[], Gap | None]):
         self.fd, self.out, self.pos, self.gap = fd, out, pos, gap
+        self.crlf = False  # line ends written as \r\n (a terminal in raw mode)
         self.known: Gap | None = None  # the range last named
         self.skipped_to = 0  # the end of what the marker lines told of
         self.line_open = False  # the last byte written ended no line
@@ -52,7 +53,7 @@ class KeptCopier:
 
     def _write(self, data: bytes) -> None:
         if data:
-            self.out.write(data)
+            self.out.write(data.replace(b"\n", b"\r\n") if self.crlf else data)
             self.line_open = not data.endswith(b"\n")
 
     def _skip(self, gap: Gap) -> None:

@@ -5,6 +5,7 @@ also when the range widens while the copy reads (a real file, punched as the out
 import io
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -148,3 +149,17 @@ def test_a_restart_finds_the_hole_wider_than_the_saved_record_and_says_it_right(
     assert os.stat(out).st_blocks * 512 <= LIMIT
     text = view.output.text
     assert "\0" not in text and "\\x00" not in text and "dropped from the middle" in text
+
+
+@pytest.mark.slow
+def test_attach_to_a_tty_flood_prints_no_nul(daemon_factory, tmp_path):
+    d = daemon_factory([DAEMON, "--state-dir", str(tmp_path / "state"), "--max-output-bytes", str(LIMIT)])
+    started = CliRunner().invoke(main, ["--url", d.url, "run", "--stdin", "tty", "--name", "tty-flood",
+                                        "for i in $(seq 1 40); do seq 1 200000; sleep 0.05; done"])
+    assert started.exit_code == 0, started.output
+    # A real process: attach reads its stdin's fd (empty: it follows the task to its end).
+    proc = subprocess.run([str(Path(sys.executable).parent / "hive-bash"), "--url", d.url, "attach", "tty-flood"],
+                          input=b"", capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert b"\0" not in proc.stdout and b"dropped from the middle: over --max-output-bytes 1 MiB ...]" in proc.stdout
+    assert proc.stdout.endswith(b"199999\r\n200000\r\n") or proc.stdout.endswith(b"199999\n200000\n"), proc.stdout[-80:]
