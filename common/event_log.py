@@ -1,6 +1,7 @@
 """A daemon's log for journald and log collectors: one line a record, and for each notable event (a task's
-start and end, a tool call that changed something or failed, a turn's end) stable `key=value` fields that a
-query can filter on (`event=task_end outcome=killed`), or one JSON object a line with `--log-format json`.
+end, a tool call refused or failed, a turn's start and end; at debug also a task's start and every call)
+stable `key=value` fields that a query can filter on (`event=task_end outcome=killed`), or one JSON object a
+line with `--log-format json`.
 
 `event(logger, name, **fields)` logs one. Fields are scalars the daemon chose: ids, tool names, outcomes,
 seconds, counts. Never a command, a prompt, an argument's value, output bytes or a token (they may hold

@@ -140,10 +140,10 @@ ID_FIELDS = (("id", "task"), ("name", "name"))
 
 def _log_call(tool: Tool[Any], arguments: Any, result: ToolResult | None, outcome: str, seconds: float) -> None:
     """One `tool_call` event: the tool, its outcome, the seconds and the ids involved (never an argument's
-    value beyond those: a command or a prompt may hold secrets). A read-only tool's call that ended well is a
-    debug line (agents poll); every other call is notable."""
-    quiet = outcome == "ok" and (tool.annotations or {}).get("readOnlyHint") is True
-    level = logging.DEBUG if quiet else logging.INFO
+    value beyond those: a command or a prompt may hold secrets). A call that went well is a debug line: what
+    it changed has events of its own (a task's end), and a line on every call's path would cost each `run`
+    a few percent of its daemon CPU; a refusal or a failure is notable."""
+    level = logging.DEBUG if outcome == "ok" else logging.INFO
     if not log.isEnabledFor(level):
         return
     fields: dict[str, Scalar] = {"tool": tool.name, "outcome": outcome, "seconds": seconds}

@@ -131,7 +131,7 @@ class Lifecycle:
         with self.registry.locked() as tasks:
             tasks.spawned(task, pid, started_mono)
         self.guard.watch(task, self._outputs(task))
-        event(log, "task_start", task=task.id, pid=pid)
+        event(log, "task_start", logging.DEBUG, task=task.id, pid=pid)  # its end is the notable event
 
     def on_still_running(self, task: Task) -> None:
         """The running record, written once the task has run for runner.RUNNING_RECORD_DELAY (see there), and

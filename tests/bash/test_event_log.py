@@ -1,6 +1,7 @@
-"""A real bash daemon's log for journald: each notable event (a task's start and end, a tool call that changed
-something or failed) is one line whose fields parse as key=value, or, with --log-format json, every line is
-one JSON object with the same fields; neither holds the command or a byte of the task's output."""
+"""A real bash daemon's log for journald: each notable event (a task's end, a tool call refused or failed; at
+--log-level debug also a task's start and every call) is one line whose fields parse as key=value, or, with
+--log-format json, every line is one JSON object with the same fields; neither holds the command or a byte
+of the task's output."""
 
 from __future__ import annotations
 
@@ -43,27 +44,31 @@ def _drive(d: BashDaemon) -> tuple[str, str]:
     d.call("status", id=failed["id"])
     d.call("list")
     assert d.call_result("status", {"id": "no-such-task"})["isError"]
+    assert d.call_result("run", {"cmd": 5})["isError"]
     d.call("kill", id=sleeper, force=True)
     return failed["id"], sleeper
 
 
-def _check(events: list[dict], failed: str, killed: str) -> None:
+def _check(events: list[dict], failed: str, killed: str, debug: bool) -> None:
     def one(**match) -> dict:
         found = [e for e in events if all(str(e.get(k)) == str(v) for k, v in match.items())]
         assert len(found) == 1, (match, events)
         return found[0]
 
-    start = one(event="task_start", task=failed)
-    assert int(start["pid"]) > 0
     end = one(event="task_end", task=failed)
     assert end["outcome"] == "done" and str(end["exit_code"]) == "3" and float(end["seconds"]) >= 0
     assert one(event="task_end", task=killed)["outcome"] == "killed"
-    run = one(event="tool_call", tool="run", task=failed)
-    assert run["outcome"] == "ok" and float(run["seconds"]) > 0
-    assert one(event="tool_call", tool="kill", task=killed)["outcome"] == "ok"
     assert one(event="tool_call", tool="status", task="no-such-task")["outcome"] == "error"
-    # a read that went well is a debug line, not a notable event
-    assert not [e for e in events if e.get("tool") in ("status", "list") and e.get("outcome") == "ok"]
+    one(event="tool_call", tool="run", outcome="invalid_arguments")
+    oks = [e for e in events if e["event"] == "tool_call" and e["outcome"] == "ok"]
+    if not debug:  # a call that went well, and a task's start, are debug lines
+        assert not oks and not [e for e in events if e["event"] == "task_start"]
+        return
+    assert int(one(event="task_start", task=failed)["pid"]) > 0
+    run = one(event="tool_call", tool="run", task=failed, outcome="ok")
+    assert float(run["seconds"]) > 0
+    assert one(event="tool_call", tool="kill", task=killed)["outcome"] == "ok"
+    assert {e["tool"] for e in oks} == {"run", "status", "list", "kill"}
 
 
 def _wait_for_ends(d: BashDaemon, parse, killed: str) -> list[dict]:
@@ -75,10 +80,10 @@ def _wait_for_ends(d: BashDaemon, parse, killed: str) -> list[dict]:
 
 
 def test_text_lines_carry_key_value_fields(tmp_path):
-    d = BashDaemon(tmp_path, tmp_path / "state", None).start()
+    d = BashDaemon(tmp_path, tmp_path / "state", None, ["--log-level", "debug"]).start()
     try:
         failed, killed = _drive(d)
-        _check(_wait_for_ends(d, _text_event, killed), failed, killed)
+        _check(_wait_for_ends(d, _text_event, killed), failed, killed, debug=True)
         log = d.daemon.log()
     finally:
         d.stop()
@@ -89,7 +94,7 @@ def test_json_lines_are_each_one_object(tmp_path):
     d = BashDaemon(tmp_path, tmp_path / "state", None, ["--log-format", "json"]).start()
     try:
         failed, killed = _drive(d)
-        _check(_wait_for_ends(d, json.loads, killed), failed, killed)
+        _check(_wait_for_ends(d, json.loads, killed), failed, killed, debug=False)
         log = d.daemon.log()
     finally:
         d.stop()
