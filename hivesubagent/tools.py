@@ -352,7 +352,8 @@ def _as_task(engine: SubagentEngine, result: ToolResult, ctx: CallContext) -> To
     handle, state = opened
     first = result.text.splitlines()[0]
     name = result.data["name"]
-    immediate = (f"{first}\nIts end arrives as a task notification. status(name=\"{name}\") shows its progress, "
+    # Claude Code shows the note on one line (its line breaks become spaces): each part ends its sentence.
+    immediate = (f"{first}. Its end arrives as a task notification. status(name=\"{name}\") shows its progress, "
                  f"status(name=\"{name}\", steps=true) what it did so far; stopping the task interrupts the turn.")
     return replace(result, task=mcp_tasks.create_task_result(handle, state, immediate))
 

@@ -155,6 +155,7 @@ class TurnView(TypedDict):
     cwd: NotRequired[str]  # a session outside --workdir, or with a worktree or options: where it runs
     worktree: NotRequired[WorktreeData]
     options: NotRequired[dict[str, Any]]  # the tool limits and effort this turn runs with
+    client_task: NotRequired[bool]  # an MCP client follows this turn as one of its background tasks
 
 
 @final

@@ -140,7 +140,7 @@ def render_session(view: SessionAnswer) -> str:
     if "turn" in view:  # a turn this daemon runs (its view is taken only while it runs)
         first = kv(name=name, state=view["state"], running=True, session_id=view["session_id"], turn=view["turn"],
                    pid=view["pid"], elapsed_s=view["elapsed_s"],
-                   **known(model=view.get("model")), **_bounds(view))
+                   **known(model=view.get("model")), **_bounds(view), **known(client_task=view.get("client_task")))
         lines = [first, _progress_line(view["progress"]), f"started_at: {view['started_at']}",
                  f"transcript: {view['transcript']}", *place_lines(view)]
         if view.get("turns_done"):
@@ -185,7 +185,7 @@ def _session_line(s: SessionAnswer) -> str:
         p = s["progress"]
         return kv(name=s["name"], state=s["state"], session_id=s["session_id"], turn=s["turn"],
                   elapsed_s=s["elapsed_s"], steps=p["steps"], tool_calls=p["tool_calls"], idle_s=p["idle_s"],
-                  **known(stalled=s.get("stall") and True), **place_facts(s))
+                  **known(stalled=s.get("stall") and True, client_task=s.get("client_task")), **place_facts(s))
     last = s.get("last_turn") or cast(LastTurn, {})
     work = last.get("work") or cast(WorkData, {})
     return kv(name=s["name"], state=s["state"], session_id=s["session_id"], turns=s["turns"], **known(pid=s.get("pid")),

@@ -90,6 +90,7 @@ class TurnTasks:
             if turn is None:
                 return None
             session_id, number = turn.session_id, turn.number
+            turn.client_task = True
         record = HandleRecord(mcp_tasks.new_handle(name), session_id, number, time.time())
         with self._lock:
             self._save_locked({**self._records, name: record})

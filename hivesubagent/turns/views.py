@@ -69,6 +69,8 @@ def turn_view(turn: Turn, result_chars: int) -> TurnView:
         view.update(place_data(turn.place, turn.worktree_stat))
     if turn.outcome is not None:
         view["outcome"] = outcome_data(turn, result_chars)
+    if turn.client_task:
+        view["client_task"] = True
     return view
 
 

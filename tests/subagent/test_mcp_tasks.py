@@ -136,3 +136,18 @@ def test_a_handle_resolves_after_a_restart(start_daemon, prompt_file, tmp_path):
     again = start_daemon()
     done = get(again.url, handle)
     assert done["status"] == "completed" and "before the restart" in done["result"]["content"][0]["text"], done
+
+
+def test_status_marks_a_turn_a_client_follows_as_a_task(start_daemon, prompt_file, tmp_path):
+    daemon = start_daemon()
+    gate = Gate(tmp_path)
+    call(daemon.url, "start", {"name": "followed", "prompt_file": str(prompt_file),
+                               "trigger": f"FAKE:gate={gate.path}"})
+    call(daemon.url, "start", {"name": "unfollowed", "prompt_file": str(prompt_file),
+                               "trigger": f"FAKE:gate={gate.path}"}, meta=META)
+    listing = call(daemon.url, "status", {}, meta=META)["content"][0]["text"]
+    lines = {line.split()[0]: line for line in listing.splitlines()[1:]}
+    assert "client_task=true" in lines["name=followed"] and "client_task" not in lines["name=unfollowed"], listing
+    one = call(daemon.url, "status", {"name": "followed"}, meta=META)["content"][0]["text"]
+    assert "client_task=true" in one.splitlines()[0], one
+    gate.open()
