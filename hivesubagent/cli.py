@@ -376,10 +376,10 @@ def diff(name: str, workdir: Path | None, state_dir: Path | None, extra_env: tup
              f"daemon's record in {places.book.path} does not name it)", EXIT_REFUSED)
     stat = places.worktrees.stat(tree)
     if as_json or stat_only:
-        click.echo(json.dumps(stat, indent=2) if as_json else "\n".join(worktree_lines(stat)))
+        click.echo(json.dumps(stat, indent=2) if as_json else "\n".join(worktree_lines(stat, name)))
         return
     try:
-        click.echo("\n".join(worktree_lines(stat)) + "\n")
+        click.echo("\n".join(worktree_lines(stat, name)) + "\n")
         click.echo(places.worktrees.diff(tree), nl=False)
     except GitError as exc:
         fail("hive-subagent", str(exc), EXIT_REFUSED)

@@ -11,11 +11,11 @@ from hivesubagent.answers.shapes import WorktreeData
 def place_lines(view: Any) -> list[str]:
     """The lines for a view's `cwd`, `worktree` and `options` (a view without them: none)."""
     lines = []
-    if "cwd" in view:
-        lines.append(f"cwd: {view['cwd']}")
     tree = view.get("worktree")
+    if "cwd" in view and (tree is None or tree["path"] != view["cwd"]):  # (a worktree's top: said once)
+        lines.append(f"cwd: {view['cwd']}")
     if tree is not None:
-        lines += worktree_lines(tree)
+        lines += worktree_lines(tree, view.get("name", "NAME"))
     options = view.get("options")
     if options:
         lines.append("options: " + " ".join(f"{k}={_shown(v)}" for k, v in options.items()))
@@ -33,7 +33,7 @@ def _shown(value: Any) -> str:
     return ",".join(value) if isinstance(value, list) else str(value)
 
 
-def worktree_lines(tree: WorktreeData) -> list[str]:
+def worktree_lines(tree: WorktreeData, name: str) -> list[str]:
     """Where the worktree is, what it holds (once measured) and how to merge it back."""
     lines = [f"worktree: {tree['path']} (branch {tree['branch']}, from {tree['base'][:12]} of {tree['repo']})"]
     if "error" in tree:
@@ -49,5 +49,5 @@ def worktree_lines(tree: WorktreeData) -> list[str]:
                      f"+{tree['insertions']} -{tree['deletions']}" + (f" ({files}{more})" if files else ""))
         if tree["commits"] or tree["files_changed"]:
             lines.append(f"to bring it back: commit in {tree['path']} if needed, then git -C {tree['repo']} merge "
-                         f"{tree['branch']} (hive-subagent diff NAME shows the whole diff)")
+                         f"{tree['branch']} (the operator's hive-subagent diff {name} shows the whole diff)")
     return lines
