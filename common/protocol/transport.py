@@ -9,8 +9,7 @@ No stream outlives its call, so no request thread is pinned by a client for long
 
 The methods themselves are common/protocol/methods.py. Message shapes are validated and serialised with the `mcp`
 package's own types (`mcp_types`), and the 2026 request ladder (envelope, header/body agreement, version) is
-the SDK's own `classify_inbound_request` (common/protocol/wire_types.py imports each era's types when it is
-first needed).
+the SDK's own `classify_inbound_request` (common/protocol/wire_types.py: each era's types when first needed).
 """
 
 import functools
@@ -143,6 +142,12 @@ def _metrics_page(request: McpRequest, metrics: MetricsRegistry, guard: Guard) -
     return Response(metrics.text(), content_type=METRICS_CONTENT_TYPE)
 
 
+def _beyond_metrics(request: McpRequest) -> Answer | None:
+    """403 for a --metrics-allow-uid caller (the connection guard marked it) asking for more than its paths."""
+    beyond = request.environ.get(METRICS_ONLY_KEY) and request.path not in (METRICS_PATH, HEALTH_PATH)
+    return _plain(403, f"Forbidden: this caller may read {METRICS_PATH} and {HEALTH_PATH} only") if beyond else None
+
+
 class McpApp:
     """WSGI app: POST/GET/DELETE /mcp (both eras), GET /healthz, and GET /metrics when `metrics` is given."""
 
@@ -181,9 +186,8 @@ class McpApp:
             return _plain(421, "Invalid Host header")
         if not self.guard.origin_allowed(request.header("Origin"), request.environ.get("SERVER_PORT")):
             return _plain(403, "Invalid Origin header")
-        if request.environ.get(METRICS_ONLY_KEY) and request.path not in (METRICS_PATH, HEALTH_PATH):
-            return _plain(403, f"Forbidden: this caller may read {METRICS_PATH} and {HEALTH_PATH} only "
-                               "(--metrics-allow-uid)")
+        if (refusal := _beyond_metrics(request)) is not None:
+            return refusal
         if request.path == HEALTH_PATH:
             if request.method not in ("GET", "HEAD"):
                 return _plain(405, "Method Not Allowed", {"Allow": "GET, HEAD"})
