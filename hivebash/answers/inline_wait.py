@@ -29,7 +29,7 @@ def watches_for(entries: list[TaskEntry], paths: Callable[[str], list[ov.Source]
     the agent was shown each stream up to (its new_only cursor): a line printed before the call, but never
     shown, counts. Each follows its file's dropped middle as it grows (Task.dropped)."""
     return [(e.id, ov.watch(src, pattern, start=0 if from_start else dict(e.seen_to).get(src.stream, 0),
-                            gap_of=_gap_of(e, src.stream)))
+                            gap_of=gap_of(e, src.stream)))
             for e in entries for src in paths(e.id)]
 
 
@@ -37,7 +37,7 @@ def prompt_watches(entry: TaskEntry, sources: list[ov.Source], pattern: str,
                    from_start: bool) -> list[tuple[str, ov.Watch]]:
     """`wait_for` over a task that takes input: its prompts count (run's wait on a new tty or pipe task)."""
     return [(entry.id, ov.PromptWatch(src, pattern, 0 if from_start else ov.file_size(src.path),
-                                      _gap_of(entry, src.stream))) for src in sources]
+                                      gap_of(entry, src.stream))) for src in sources]
 
 
 def output_sources(sources: Callable[[str], list[ov.Source]], entry: TaskEntry) -> list[ov.Source]:
@@ -58,7 +58,8 @@ def wait_for_watches(sources: Callable[[str], list[ov.Source]], entries: list[Ta
     return watches
 
 
-def _gap_of(entry: TaskEntry, stream: str) -> Callable[[], ov.Gap | None]:
+def gap_of(entry: TaskEntry, stream: str) -> Callable[[], ov.Gap | None]:
+    """The stream's dropped middle as the task's record has it at each call (a Watch follows it as it grows)."""
     task = entry.task  # its `dropped` is replaced whole at each change: read without the lock
     return lambda: ov.Gap.of(task.dropped, stream)
 

@@ -40,7 +40,7 @@ def facts_line(view: TaskSnapshot) -> str:
 def _failure_block(view: TaskSnapshot) -> str:
     if not view.failures:
         return ""
-    lines = [f"{x.stream}:{x.number}: {x.text}" for x in view.failures]
+    lines = [f"{x.stream}:{x.label}: {x.text}" for x in view.failures]
     return (f"--- lines above the tails that look like the failure ({ov.FAILURE_PATTERN[4:]}) ---\n"
             + "\n".join(lines) + "\n")
 
@@ -97,11 +97,11 @@ def matched_line(outcome: Outcome) -> str:
            if outcome.truncated else "")
     if outcome.matched is not None:
         m = outcome.matched
-        return f"wait_for matched ({outcome.matched_id}, {m.stream} line {m.number}): {m.text}\n" + cut
+        return f"wait_for matched ({outcome.matched_id}, {m.stream} line {m.label}): {m.text}\n" + cut
     text = f"wait_for {outcome.wait_for!r}: no line you were not shown yet matched"
     if outcome.earlier is not None:
         e = outcome.earlier
-        text += f"; {e.stream} line {e.number} matched earlier (shown before): {e.text}"
+        text += f"; {e.stream} line {e.label} matched earlier (shown before): {e.text}"
     task = outcome.view.task
     if not task.terminal or outcome.view.leftovers:
         text += (f"\nstill waiting: status(id=\"{task.id}\", wait_for={_quoted(outcome.wait_for)}, wait_seconds=30) "

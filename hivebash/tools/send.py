@@ -86,7 +86,7 @@ def send_result(outcome: SendOutcome) -> ToolResult:
         lines.append(f"(wait_seconds={outcome.window.asked:g} was capped at {outcome.window.seconds:g})")
     if outcome.wait_for is not None:
         m = outcome.matched
-        lines.append(f"wait_for matched ({m.stream} line {m.number}): {m.text}" if m is not None
+        lines.append(f"wait_for matched ({m.stream} line {m.label}): {m.text}" if m is not None
                      else f"wait_for {outcome.wait_for!r}: nothing matched yet")
     if task.result and task.result.note:
         lines.append(f"note: {task.result.note}")

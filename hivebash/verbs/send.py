@@ -9,6 +9,7 @@ the output written since the write, cleaned as every view is.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from common.protocol.tools import CallContext
 from common.waiting import WaitWindow
 from hivebash import output_views as ov
 from hivebash.answers.answering import Answers, Waited
+from hivebash.answers.inline_wait import gap_of as _gap_of
 from hivebash.answers.inline_wait import output_sources
 from hivebash.errors import EngineError
 from hivebash.stdin.task_input import NULL, PIPE, InputClosed, TaskInput
@@ -65,12 +67,12 @@ class Sender:
         offsets = {src.stream: ov.file_size(src.path) for src in sources}
         accepted, ended, closed = _write(handle, req)
         watches: list[tuple[str, ov.Watch]] = (
-            [(entry.id, ov.PromptWatch(src, req.wait_for, offsets[src.stream])) for src in sources]
-            if req.wait_for else [])
+            [(entry.id, ov.PromptWatch(src, req.wait_for, offsets[src.stream], _gap_of(entry, src.stream)))
+             for src in sources] if req.wait_for else [])
         waited = self._wait(entry, req, watches, client_gone, operator, call.cancel, call.progress)
         with self.registry.locked() as tasks:
             view = tasks.view(entry.id)  # no tails: the output since the write is the answer's
-        output = ov.tail(sources, offsets, new_only=True, budget=SEND_BUDGET,
+        output = ov.tail(self.sources(entry), offsets, new_only=True, budget=SEND_BUDGET,
                          again=f'status(id="{entry.id}", new_only=true)')
         if not operator and not client_gone():
             with self.registry.locked() as tasks:
@@ -99,7 +101,10 @@ class Sender:
         return handle
 
     def sources(self, entry: TaskEntry) -> list[ov.Source]:
-        return output_sources(self.answers.sources, entry)
+        """The streams it writes, each with its dropped middle as the task's record has it now."""
+        dropped = entry.task.dropped  # replaced whole at each change: read without the lock
+        return [dataclasses.replace(src, gap=ov.Gap.of(dropped, src.stream))
+                for src in output_sources(self.answers.sources, entry)]
 
     def _wait(self, entry: TaskEntry, req: SendRequest, watches: list[tuple[str, ov.Watch]],
               client_gone: Callable[[], bool], operator: bool, cancel: Cancellation | None,

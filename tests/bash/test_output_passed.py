@@ -163,3 +163,40 @@ def test_attach_to_a_tty_flood_prints_no_nul(daemon_factory, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert b"\0" not in proc.stdout and b"dropped from the middle: over --max-output-bytes 1 MiB ...]" in proc.stdout
     assert proc.stdout.endswith(b"199999\r\n200000\r\n") or proc.stdout.endswith(b"199999\n200000\n"), proc.stdout[-80:]
+
+
+def test_failure_lines_wait_for_and_new_only_across_the_gap_name_lines_honestly(make_engine, tmp_path):
+    engine = make_engine(state_dir=tmp_path / "state", max_output_bytes=LIMIT)
+    failed = engine.run("seq 1 1450000; echo 'error: the one that matters'; seq 1450001 1500000; exit 3",
+                        wait_seconds=30)
+    text = outcome_result(failed, False).text
+    assert failed.view.task.dropped and "\0" not in text and "\\x00" not in text
+    line = next(x for x in failed.view.failures if "the one that matters" in x.text)
+    assert line.from_gap and f"stdout:~{line.number}: error: the one that matters" in text, text
+    # the number is the one a window takes: the line it names is that line
+    window = engine.status(failed.view.task.id, from_line=line.number, max_lines=1).view.output.text
+    assert f"~{line.number}: error: the one that matters" in window, window
+
+    live = engine.run("seq 1 1500000; sleep 0.5; echo READY; sleep 30", wait_seconds=0).view.task.id
+    seen = []
+    found = engine.status(live, wait_for="^READY", wait_seconds=20)
+    answer = outcome_result(found, False).text
+    assert found.matched is not None and found.matched.from_gap, answer
+    assert f"stdout line ~{found.matched.number}): READY" in answer and "\0" not in answer, answer
+    for _ in range(5):  # new_only polls after the gap: no NUL, the cursor past it
+        seen.append(outcome_result(engine.status(live, new_only=True), False).text)
+    assert all("\0" not in s and "\\x00" not in s for s in seen)
+    engine.kill(live, force=True, wait_seconds=10)
+
+
+def test_send_after_the_gap_marks_the_line_it_matched(make_engine, tmp_path):
+    from hivebash.tools.send import send_result
+    engine = make_engine(state_dir=tmp_path / "state", max_output_bytes=LIMIT)
+    tid = engine.run("seq 1 1500000; read x; echo \"got $x\"; sleep 30", stdin="pipe", wait_seconds=0).view.task.id
+    wait_until(lambda: _task(engine, tid).dropped, 30, "the first dropped range")
+    wait_until(lambda: engine.status(tid).view.stdout.size >= 10_888_896, 30, "all the rows")
+    sent = engine.send(tid, text="hi", wait_for="^got", wait_seconds=20)
+    text = send_result(sent).text
+    assert sent.matched is not None and sent.matched.from_gap, text
+    assert f"wait_for matched (stdout line ~{sent.matched.number}): got hi" in text and "\0" not in text, text
+    engine.kill(tid, force=True, wait_seconds=10)
