@@ -359,7 +359,10 @@ def _as_task(engine: SubagentEngine, result: ToolResult, ctx: CallContext) -> To
 
 
 def _interrupt(engine: SubagentEngine, args: InterruptArgs, ctx: CallContext) -> ToolResult:
-    return turn_result(engine.interrupt(**args), "interrupted", engine.notices)
+    view = engine.interrupt(**args)
+    if "outcome" in view and not ctx.operator:
+        engine.tasks.shown([view["name"]])
+    return turn_result(view, "interrupted", engine.notices)
 
 
 def _status(engine: SubagentEngine, args: SubagentStatusArgs, ctx: CallContext) -> ToolResult:
@@ -372,6 +375,8 @@ def _status(engine: SubagentEngine, args: SubagentStatusArgs, ctx: CallContext) 
             return ToolResult(text=render_steps(steps), data=steps)
         case _:
             data = engine.sessions_of(request)
+            if "sessions" not in data and not data.get("running") and not ctx.operator:
+                engine.tasks.shown([data["name"]])
             if "sessions" in data:
                 return ToolResult(text=render_list(data), data=data)
             return ToolResult(text=render_session(data), data=data)
@@ -379,6 +384,8 @@ def _status(engine: SubagentEngine, args: SubagentStatusArgs, ctx: CallContext) 
 
 def _waited(engine: SubagentEngine, request: StatusRequest, ctx: CallContext) -> ToolResult:
     data = engine.waited(request, ctx.progress, ctx.cancel)
+    if not ctx.operator:
+        engine.tasks.shown([s["name"] for s in data["sessions"] if not s.get("running")])
     if request.single:
         session, wait = data["sessions"][0], data["wait"]
         return ToolResult(text=render_waited(session, wait), data={**session, "wait": wait})

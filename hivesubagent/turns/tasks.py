@@ -140,6 +140,16 @@ class TurnTasks:
             self._save_locked({**self._records, turn.name: HandleRecord(**{**asdict(record), "cancelled": True})})
         self.stop(turn)
 
+    def shown(self, names: list[str]) -> None:
+        """The model read the ended turns of `names` in an answer (status, interrupt): a client following one as a
+        task then gets a one-line result, not the whole end again, and no todo is sent for it."""
+        with self.table.cond:
+            for name in names:
+                turn = self.table.last_ended_locked(name)
+                if turn is not None and turn.client_task:
+                    turn.end_shown = turn.delivered = True
+            self.table.changed_locked()
+
     def hold_seconds(self, turn: Turn) -> float:
         """How long the end's todo waits for a poll: two poll intervals when a client polled this turn's handle
         within the last few intervals, else 0 (no client follows it, or it went away)."""
@@ -174,6 +184,9 @@ class TurnTasks:
         if polled and todo_sent:
             self.clear(name)  # this poll is the one notice the model gets
         text = self.answer(name, turn)
+        if turn is not None and turn.end_shown:
+            text = (f"{text.splitlines()[0] if text else 'name=' + name} (you were shown this end already; "
+                    f'status(name="{name}") shows it again)')
         first = text.splitlines()[0] if text else ""
         if record.cancelled:
             return TaskState("cancelled", record.created, now, TTL_MS, interval,

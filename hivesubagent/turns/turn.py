@@ -81,6 +81,7 @@ class Turn:
     reader: threading.Thread | None = None
     reported: bool = False  # its todo is queued (after ended: a continue is never refused once the todo says done)
     client_task: bool = False  # a client of the MCP tasks extension follows it by a handle (turns/tasks.py)
+    end_shown: bool = False  # an answer to the model (status, interrupt) showed its end
     delivered: bool = False  # a client's tasks/get returned its end (turns/tasks.py): that is its one notice
     todo_sent: bool = False  # its end's todo is being queued (set under the condition before the upsert)
     timed_out: bool = False  # its time limit passed: the timer sent the SIGINT

@@ -6,6 +6,7 @@ and shows progress; `claude -p` (test_claude_drives_daemons.py) does neither.
 import json
 import re
 
+import psutil
 import pytest
 from daemon_harness import REPO, wait_until
 from kit.claude_tui import tool_results
@@ -104,3 +105,38 @@ def test_task_stop_cancels_the_task_and_leaves_no_process_of_it(bash_daemon, cla
     wait_until(lambda: not marked_processes("tui-stop"), 20, "no process of the stopped task")
     status = bash_daemon_status(bash_daemon, "tui-stop")
     assert "status=killed" in status, status
+
+
+def test_task_stop_of_a_subagent_turn_interrupts_it_and_leaves_no_process(daemon_factory, claude_tui, claude_bin,
+                                                                         mock_api, tmp_path):
+    """TaskStop of a subagent turn sends tasks/cancel: the nested claude is interrupted and no process of it is
+    left; the task's end says it was stopped."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    subagent = daemon_factory([str(BIN / "hive-subagent-daemon"), "--state-dir", str(tmp_path / "sub-state"),
+                               "--claude-bin", claude_bin, "--workdir", str(workdir), "--kill-grace", "2"],
+                              env=claude_env(mock_api.url, tmp_path / "nested"))
+    recipe = tmp_path / "recipe.md"
+    recipe.write_text("You are a careful helper.\n")
+    tui = claude_tui({"subagent": subagent.url}, allow=["mcp__subagent", "TaskStop"])
+    seen = len(mock_api.message_requests())
+    call = {"name": "tui-long", "prompt_file": str(recipe), "trigger": "MOCK:hold=tui-long-turn"}
+    tui.type("MOCK:tool=mcp__subagent__start " + json.dumps(call))
+    results = mock_api.wait_messages(lambda requests: tool_results(requests[seen:]), 60, "start's tool result")
+    client_id = re.search(r'TaskStop with task_id "([^"]+)"', results[0])
+    pid = re.search(r" pid=(\d+)", results[0])
+    assert client_id and pid, results
+    nested = psutil.Process(int(pid.group(1)))
+    wait_until(lambda: mock_api.holding("tui-long-turn"), 30, "the nested turn's model call")
+    seen = len(mock_api.message_requests())
+    tui.type("MOCK:tool=TaskStop " + json.dumps({"task_id": client_id.group(1)}))
+    stopped = mock_api.wait_messages(lambda requests: [r for r in tool_results(requests[seen:]) if r not in results],
+                                     60, "TaskStop's tool result")
+    assert f"Task {client_id.group(1)}" in stopped[0] and "is stopped" in stopped[0], stopped
+    left = [nested, *nested.children(recursive=True)]
+    _, alive = psutil.wait_procs(left, timeout=20)
+    assert not alive, f"processes of the stopped turn still run: {alive}"
+    resp, body = modern(subagent.url, "tools/call", {"name": "status",
+                                                     "arguments": {"name": "tui-long", "wait_seconds": 20}})
+    text = body["result"]["content"][0]["text"]
+    assert "outcome=interrupted" in text and "tasks/cancel" in text, text

@@ -70,7 +70,7 @@ def test_start_answers_a_task_that_a_poll_follows_to_the_turns_end(start_daemon,
     assert "outcome=completed" in text and "the end answer 7" in text, text
     assert done["result"]["isError"] is False
     # The poll delivered the end: no todo for it (one notice, never two).
-    assert not [t for t in sink_todos(sink) if t["key"] == "tasked"]
+    wait_until(lambda: not [t for t in sink_todos(sink) if t["key"] == "tasked"], 10, "no todo for the end")
 
 
 def test_a_client_without_the_extension_gets_the_plain_answer_and_no_tasks(start_daemon, prompt_file, tmp_path):
@@ -151,3 +151,20 @@ def test_status_marks_a_turn_a_client_follows_as_a_task(start_daemon, prompt_fil
     one = call(daemon.url, "status", {"name": "followed"}, meta=META)["content"][0]["text"]
     assert "client_task=true" in one.splitlines()[0], one
     gate.open()
+
+
+def test_an_end_the_model_was_shown_completes_the_task_in_one_line(start_daemon, prompt_file, tmp_path, sink):
+    """A status that showed the end already: the poll completes the handle with one line that says so (the client
+    turns every completion into a model turn), and no todo is sent."""
+    daemon = start_daemon()
+    gate = Gate(tmp_path)
+    handle = call(daemon.url, "start", {"name": "seen", "prompt_file": str(prompt_file),
+                                        "trigger": f"FAKE:gate={gate.path}\nFAKE:reply=long answer text"})["taskId"]
+    gate.open()
+    shown = call(daemon.url, "status", {"name": "seen", "wait_seconds": 20})["content"][0]["text"]
+    assert "outcome=completed" in shown and "long answer text" in shown, shown
+    done = get(daemon.url, handle)
+    text = done["result"]["content"][0]["text"]
+    assert done["status"] == "completed" and "shown this end already" in text, done
+    assert len(text.splitlines()) == 1 and "long answer text" not in text, text
+    wait_until(lambda: not [t for t in sink_todos(sink) if t["key"] == "seen"], 10, "no todo for the end")
