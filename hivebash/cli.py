@@ -243,9 +243,9 @@ def top_cmd(client: DaemonClient, once: bool, interval: float, as_json: bool) ->
     hive-bash top --once        one frame, for a script or a ticket
     hive-bash top --once --json the same figures as one JSON object (--json alone: one a line)"""
     from common.live_table import run_frames
-    from hivebash.cli_top import TopSampler, render
+    from hivebash.cli_top import TopSampler, render_frame
 
-    run_frames(TopSampler(client).sample, render, once=once, as_json=as_json, interval=interval, echo=click.echo)
+    run_frames(TopSampler(client).sample, render_frame, once=once, as_json=as_json, interval=interval, echo=click.echo)
 
 
 @main.command("tail")

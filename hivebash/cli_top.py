@@ -134,7 +134,7 @@ class TopSampler:
                 "cmd": status.get("cmd", "")}
 
 
-def render(frame: dict[str, Any]) -> str:
+def render_frame(frame: dict[str, Any]) -> str:
     head = f"hive-bash top  {frame['url']}  {frame['time']}  running {frame['running']}, pending {frame['pending']}"
     if not frame["tasks"]:
         return f"{head}\n{in_flight_line(frame['calls_in_flight'])}\n(no running tasks)"
