@@ -31,7 +31,7 @@ from common.cli_base import (
 )
 from common.config import BashSettings, click_options
 from hivebash.cli_interactive import attach_cmd, send_cmd
-from hivebash.cli_tail import KeptCopier, gap_of
+from hivebash.cli_tail import KeptCopier, status_gap
 
 if TYPE_CHECKING:  # the tools' argument types only (importing hivebash.tools would load the engine)
     from hivebash.tools import KillArgs, ListArgs, RunArgs, StatusArgs
@@ -268,8 +268,8 @@ def tail_cmd(client: DaemonClient, task_id: str, follow: bool, stream: str, coun
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             copier = KeptCopier(f.fileno(), sys.stdout.buffer, max(0, size - count),
-                                lambda: gap_of(client.call("status", first).data, stream))
-            copier.start(gap_of(data, stream))
+                                lambda: status_gap(client.call("status", first).data, stream))
+            copier.start(status_gap(data, stream))
             copier.copy()
             while follow and data.get("status") in ("pending", "running"):
                 started = time.monotonic()

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import click
 
 from common.cli_base import DaemonClient, json_option, show, task_exit_code
-from hivebash.cli_tail import KeptCopier, gap_of
+from hivebash.cli_tail import KeptCopier, status_gap
 
 if TYPE_CHECKING:  # the tools' argument types only (importing hivebash.tools would load the engine)
     from hivebash.tools import StatusArgs
@@ -142,8 +142,8 @@ class OutputFollower:
         size = os.fstat(self.fd).st_size
         look: StatusArgs = {"id": task_id}
         self.copier = KeptCopier(self.fd, sys.stdout.buffer, max(0, size - BACKLOG),
-                                 lambda: gap_of(client.call("status", look).data, stream))
-        self.copier.start(gap_of(data, stream))
+                                 lambda: status_gap(client.call("status", look).data, stream))
+        self.copier.start(status_gap(data, stream))
 
     def copy(self, out, crlf: bool) -> None:
         self.copier.out, self.copier.crlf = out, crlf

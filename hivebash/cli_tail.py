@@ -70,7 +70,7 @@ def _covers(gap: Gap | None, pos: int, n: int) -> bool:
     return gap is not None and gap.start < pos + n and gap.end > pos
 
 
-def gap_of(data: dict, stream: str) -> Gap | None:
+def status_gap(data: dict, stream: str) -> Gap | None:
     """A stream's dropped range from a status's data (`dropped`, snapshot.to_dict)."""
     got = (data.get(stream) or {}).get("dropped")
     if not got:

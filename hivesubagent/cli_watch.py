@@ -40,7 +40,7 @@ def top_frame(client: DaemonClient) -> dict[str, Any]:
             "calls_in_flight": calls_in_flight(client.url, client.token, "hive_subagent")}
 
 
-def _tokens(value: int | None) -> str:
+def _token_count(value: int | None) -> str:
     return "-" if value is None else f"{value:,}"
 
 
@@ -56,7 +56,7 @@ def render_top(frame: dict[str, Any]) -> str:
             tool = f"{tool} {t['latest_tool_input']}".replace("\n", " ")
         cost = t["cost_usd_ended_turns"]
         rows.append([t["name"], f"{t['turn']} ({t['kind']})", human_age(t["elapsed_s"]), str(t["steps"]),
-                     str(t["tool_calls"]), _tokens(t["input_tokens"]), _tokens(t["output_tokens"]),
+                     str(t["tool_calls"]), _token_count(t["input_tokens"]), _token_count(t["output_tokens"]),
                      "-" if cost is None else f"${cost:.2f}", human_age(t["idle_s"]),
                      "STALLED" if t["stall"] else "",
                      tool if len(tool) <= TOOL_CHARS else tool[:TOOL_CHARS - 1] + "…"])
