@@ -12,7 +12,7 @@ from hivebash.output_views.reading import Line, Source, open_output, read_buffer
 FAILURE_PATTERN = r"(?i)error|fail|traceback|exception|panic"
 FAILURE_LINES = 5
 _KEEP = 4096  # matches remembered while scanning (the last FAILURE_LINES of them are shown)
-_REGEXES = compile_pattern(FAILURE_PATTERN)
+_REGEXES = compile_pattern(FAILURE_PATTERN[4:])  # searched in lower-cased blocks (scan's `fold`): the (?i) of it
 
 
 def failure_lines(sources: list[Source], above: dict[str, int]) -> list[Line]:
@@ -29,7 +29,7 @@ def failure_lines(sources: list[Source], above: dict[str, int]) -> list[Line]:
             continue
         try:
             buf = buf or read_buffer(sources)
-            hits, _, _ = scan(f, src.stream, _REGEXES, 0, _KEEP, buf, stop, count=False)
+            hits, _, _ = scan(f, src.stream, _REGEXES, 0, _KEEP, buf, stop, count=False, fold=True)
             hits = hits[-FAILURE_LINES:]
             number_hits(f, hits, buf)
             for h in hits:

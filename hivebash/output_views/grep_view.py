@@ -61,14 +61,16 @@ def compile_pattern(pattern: object) -> tuple[re.Pattern[Any], re.Pattern[Any]]:
 
 
 def scan(f: OutputFile, stream: str, regexes: tuple[re.Pattern, re.Pattern], start: int, keep: int, buf: bytearray,
-          stop: int | None = None, count: bool = True):
+          stop: int | None = None, count: bool = True, fold: bool = False):
     """Matching lines of one file from byte `start`: the first `keep` as hits (numbered afterwards, by
     `number_hits`: counting lines is as costly as searching, so it stops at the last hit kept), the total
     count, and the byte where counting stopped at the deadline (0: it read to the end). Without `count`, it
     stops at the `keep`th hit.
 
     The regex searches the whole block from the current position; a candidate counts only if its own line
-    matches alone (`\\s` or `[^x]` can match across a newline)."""
+    matches alone (`\\s` or `[^x]` can match across a newline). With `fold` (a lower-case bytes pattern) each
+    block is searched lower-cased: ASCII case folds in place, offsets stay, and re's case-insensitive search
+    is ~8x slower than a plain one."""
     regex, candidates = regexes
     hits: list[Hit] = []
     total = 0
@@ -80,7 +82,8 @@ def scan(f: OutputFile, stream: str, regexes: tuple[re.Pattern, re.Pattern], sta
     for block, end, base in blocks(f, start, buf, stop):
         if time.monotonic() > deadline:
             return hits, total, base
-        hay: Any = bytes(block[:end]).decode("utf-8", "surrogateescape") if as_text else block
+        hay: Any = (bytes(block[:end]).decode("utf-8", "surrogateescape") if as_text else
+                    bytes(block[:end]).lower() if fold else block)
         hend = len(hay) if as_text else end
         pos, chars, nbytes = 0, 0, 0  # text only: a character offset and its byte offset
         while pos < hend:

@@ -293,3 +293,14 @@ def test_grep_context_is_exactly_n_lines_each_side_of_a_lone_match(tmp_path, con
     assert [line["text"] for line in lines] == [("HIT here" if n == 50 else f"line {n}")
                                                 for n in range(50 - context, 50 + context + 1)]
     assert f"stdout:{50 - context - 1}-" not in view.text and f"stdout:{50 + context + 1}-" not in view.text
+
+
+def test_failure_lines_match_in_any_case_and_name_their_lines(tmp_path):
+    path = tmp_path / "t.out"
+    rows = [f"compiling unit {n}" for n in range(1, 2001)]
+    rows[99], rows[999], rows[1499] = "ERROR: upper", "Build FaIlEd here", "terror is no error? it is: error"
+    rows[1799] = "errr, fial, excption: near misses"
+    path.write_text("\n".join(rows) + "\n")
+    found = ov.failure_lines([ov.Source("stdout", str(path))], {"stdout": path.stat().st_size})
+    assert [(x.number, x.text) for x in found] == [(100, "ERROR: upper"), (1000, "Build FaIlEd here"),
+                                                   (1500, "terror is no error? it is: error")]
