@@ -107,11 +107,13 @@ class Engine:
         recovery.recover(self.rooms)
         retention.prune(self.rooms)
         self.housekeeper.start()
+        self.rooms.answers.inputs.start()
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Stop everything this daemon started (shutdown.py), then its output guard, spares, flusher and
         housekeeper."""
         shutdown_verb.shut_down(self.rooms, timeout)
+        self.rooms.answers.inputs.close()
         self.rooms.lifecycle.guard.close()
         self.todo_calls.run_held()  # completion todos held for a client's poll go out now
         self.spares.close()
@@ -142,6 +144,14 @@ class Engine:
         its end), or stop a finished task's leftover processes (kill.py)."""
         _, rest = _call_of(args)
         return kill_verb.kill(self.rooms, requests.check_kill(_with(rest, "id", task_id), self.limits))
+
+    def input_line(self, task_id: str) -> str | None:
+        """`waiting for input: "Continue [y/N]? "` while the task waits for input, else None (one look; an MCP
+        task's statusMessage, for instance)."""
+        with self.registry.locked() as tasks:
+            entry = tasks.get(task_id)
+        asking = self.rooms.answers.inputs.asking(entry)
+        return asking.line if asking is not None else None
 
     def list(self, **args: Any) -> tuple[list[TaskSnapshot], int]:
         """Tasks newest first, optionally of one state, from `offset`; (views without tails, total matching)."""

@@ -17,6 +17,7 @@ from common.protocol.tools import ToolResult
 from common.waiting import busy_advice
 from hivebash import output_views as ov
 from hivebash.answers.outcomes import KillOutcome, ManyOutcome, Outcome
+from hivebash.processes.input_look import answer_step, asking_line
 from hivebash.tasks import task as T
 from hivebash.tasks.snapshot import TaskSnapshot
 from hivebash.tasks.task import Task
@@ -78,10 +79,17 @@ def about_lines(view: TaskSnapshot, first_answer: bool) -> list[str]:
         lines.append(stopping)
     if view.unsaved is not None:
         lines.append(unsaved_line(view.unsaved))
+    if view.asking is not None:
+        lines.append(asking_text(t.id, view.asking))
     if t.state == T.PENDING:
         lines.append(f"queued: place {view.queue_position or '?'} in the queue; it starts when one of the daemon's "
                      f"running tasks (max_running) ends; kill(id=\"{t.id}\") cancels it")
     return lines
+
+
+def asking_text(task_id: str, prompt: str) -> str:
+    """`waiting for input: "Continue [y/N]? "` and the call that answers it."""
+    return f"{asking_line(prompt)}; {answer_step(task_id)}"
 
 
 def status_text(view: TaskSnapshot, extra_facts: str = "", matched: str = "", first_answer: bool = False) -> str:
@@ -161,7 +169,8 @@ def _started_text(outcome: Outcome, facts: str) -> str:
     out = "".join(line for line in out.splitlines(True)
                   if not (line.startswith("--- ") and line.endswith(": empty ---\n")))
     files = f"output files: {view.stdout.path if view.stdout else ''} {view.stderr.path if view.stderr else ''}\n"
-    return "\n".join(lines) + "\n" + matched_line(outcome) + out + files + input_step(task)
+    step = input_step(task) if view.asking is None else ""  # (else its asking line says how to answer)
+    return "\n".join(lines) + "\n" + matched_line(outcome) + out + files + step
 
 
 def _next(view: TaskSnapshot, notices: Notices) -> str:
@@ -214,6 +223,8 @@ def many_result(outcome: ManyOutcome) -> ToolResult:
     text = ""
     for v in outcome.views:
         text += f"{facts_line(v)} cmd: {one_line(v.task.cmd, 60)}\n"
+        if v.asking is not None:
+            text += f"  {asking_text(v.task.id, v.asking)}\n"
         if v.task.terminal:
             text += _last_lines(v)
     ended = [v.task.id for v in outcome.views if v.task.terminal]

@@ -12,9 +12,12 @@ or the terminal accepts now and says how much that was. The handle is closed whe
 
 from __future__ import annotations
 
+import fcntl
 import os
+import termios
 import threading
 
+from hivebash.stdin.blocked_read import Target, pipe_target
 from hivebash.stdin.terminal import TERM, Terminal
 
 NULL, PIPE, TTY = "null", "pipe", "tty"
@@ -34,9 +37,16 @@ class TaskInput:
         self._fd = fd  # a pipe's write end (None once closed)
         self.terminal = terminal
         self._lock = threading.Lock()
+        self.target: Target = terminal.target if terminal is not None else pipe_target(fd)  # type: ignore[arg-type]
+        self.sent = 0  # bytes written so far: a wait for input after a send is another wait
 
     def write(self, data: bytes) -> int:
         """Write what fits now; the number of bytes accepted. Raises InputClosed."""
+        n = self._write(data)
+        self.sent += n
+        return n
+
+    def _write(self, data: bytes) -> int:
         if self.terminal is not None:
             try:
                 return self.terminal.write(data)
@@ -51,6 +61,28 @@ class TaskInput:
                 return 0
             except BrokenPipeError:  # nothing of the task has the read end open any more
                 raise InputClosed("the task closed its input") from None
+
+    def input_taken(self) -> bool | None:
+        """Whether the task has read all that was sent (None: cannot tell). A closed pipe has nothing to read."""
+        if self.terminal is not None:
+            return self.terminal.input_taken()
+        with self._lock:
+            if self._fd is None:
+                return None
+            try:
+                unread = int.from_bytes(fcntl.ioctl(self._fd, termios.FIONREAD, b"\0\0\0\0"), "little")
+            except OSError:
+                return None
+        return unread == 0
+
+    def output_copied(self) -> bool:
+        """Whether the task's output is all in its files (a terminal's copier has caught up; a pipe task
+        writes to its files itself)."""
+        return self.terminal is None or self.terminal.output_copied()
+
+    def foreground(self) -> int | None:
+        """A terminal's foreground process group (only it reads the terminal); None for a pipe."""
+        return self.terminal.foreground() if self.terminal is not None else None
 
     def eof(self) -> bool:
         """End the input: a pipe is closed (the task reads end of file); a terminal gets ctrl-d (its EOF).

@@ -24,6 +24,7 @@ import threading
 import time
 
 from common.disk.whole_files import write_all
+from hivebash.stdin.blocked_read import terminal_target
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,8 @@ class Terminal:
         try:
             fcntl.ioctl(self.slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
             os.set_blocking(self.master, False)  # a send never blocks a request thread
+            self.slave_name = os.ttyname(self.slave)  # for a look at its unread input (input_taken)
+            self.target = terminal_target(self.slave)  # what blocked_read looks for
         except OSError:
             self._close_both()
             raise
@@ -56,6 +59,7 @@ class Terminal:
         self._copier: threading.Thread | None = None
         self._dropping = False  # the last write of the copier found the disk full (logged once per spell)
         self.lost_output = False  # some of the terminal's output could not be written to <id>.out (said in the note)
+        self._moving = False  # the copier holds bytes it read and has not written yet
 
     def spawned(self, out: int, task_id: str) -> None:
         """The task holds the slave now: drop the daemon's copy (so the master sees the hangup when the task's
@@ -108,6 +112,44 @@ class Terminal:
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
 
+    def foreground(self) -> int | None:
+        """The terminal's foreground process group (the processes that may read it), or None."""
+        with self.lock:
+            if self.closed:
+                return None
+            try:
+                group = os.tcgetpgrp(self.master)
+            except OSError:
+                return None
+        return group if group > 0 else None
+
+    def input_taken(self) -> bool | None:
+        """Whether what was typed has been read (a line not yet ended counts as read: its reader waits for
+        the rest); None when the terminal cannot be opened to look. A poll of the slave first moves what the
+        master wrote into its input queue, so a key still on its way counts as unread."""
+        try:
+            fd = os.open(self.slave_name, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            return not any(ev & select.POLLIN for _, ev in poller.poll(0))
+        finally:
+            os.close(fd)
+
+    def output_copied(self) -> bool:
+        """Whether everything the task wrote to the terminal is in `<id>.out` (nothing waits in the master, and
+        the copier is not between its read and its write)."""
+        with self.lock:
+            if self.closed:
+                return True
+            poller = select.poll()
+            poller.register(self.master, select.POLLIN)
+            if any(ev & select.POLLIN for _, ev in poller.poll(0)):
+                return False
+        return not self._moving
+
     def finish(self) -> None:
         """At the task's end (by its worker, before the end is recorded): the copier takes what is left to read,
         then closes the terminal. Leftover processes still on it get SIGHUP, as when a terminal is closed."""
@@ -155,18 +197,21 @@ class Terminal:
 
     def _move(self, buf: bytearray, out: int) -> bool | None:
         """Copy one read's worth: True if bytes moved, False if none were ready, None at the hangup."""
+        self._moving = True  # (set before the read: output_copied polls the master, then reads this)
         try:
             n = os.readv(self.master, [buf])
+            if n == 0:
+                return None
+            self._write_out(out, memoryview(buf)[:n])
+            return True
         except BlockingIOError:
             return False
         except OSError as exc:
             if exc.errno == errno.EIO:  # Linux: the slave side is closed by all (after its output is read)
                 return None
             raise
-        if n == 0:
-            return None
-        self._write_out(out, memoryview(buf)[:n])
-        return True
+        finally:
+            self._moving = False
 
     def _write_out(self, out: int, view: memoryview) -> None:
         """Write one read's worth to `<id>.out`. On a full disk the bytes are dropped and the copier goes on: a

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from hivebash.tasks import task as T
 from hivebash.tasks.entry import TaskEntry
-from hivebash.tasks.todo_rules import TodoCalls, completion_todo, running_todo
+from hivebash.tasks.todo_rules import TodoCalls, asking_todo, completion_todo, running_todo
 
 if TYPE_CHECKING:
     from hivebash.disk.store import TaskStore
@@ -79,6 +79,31 @@ class AgentSide:
         entry.todo_open = True
         self._todos.upsert(running_todo(entry, queued, self._store))
 
+    def input_looked(self, entry: TaskEntry, key: tuple | None, prompt: str) -> None:
+        """A look of the input watch at a task no call waits on: waiting for input (`key`: which wait) or not
+        (None). A new wait updates its todo to say so, once; a wait answered makes it the "running" one again."""
+        if key is None:
+            self.input_answered(entry)
+            return
+        if entry.told_asking == key or entry.task.ended:
+            return
+        entry.told_asking = key
+        if entry.inline_waiters:  # the waiting call's answer says it
+            return
+        entry.asking_todo = entry.todo_open = True
+        self._todos.upsert(asking_todo(entry, prompt))
+
+    def input_shown(self, entry: TaskEntry, key: tuple) -> None:
+        """An answer told the agent the task waits for input (that wait needs no todo)."""
+        entry.told_asking = key
+
+    def input_answered(self, entry: TaskEntry) -> None:
+        """Input was sent, or the task reads no more: a "waits for input" todo is the "running" one again."""
+        if entry.asking_todo:
+            entry.asking_todo = False
+            if not entry.task.ended:
+                self._todos.upsert(running_todo(entry, False, self._store))
+
     def todo_completion(self, entry: TaskEntry) -> None:
         """The completion todo, unless the end was seen; a client's own stop needs none (it knows); for a client
         polling the task's handle, held a moment for the poll that delivers the end (`release_held`)."""
@@ -95,7 +120,7 @@ class AgentSide:
         self._send_completion(entry)
 
     def _send_completion(self, entry: TaskEntry) -> None:
-        entry.todo_open = True
+        entry.todo_open, entry.asking_todo = True, False
         self._todos.upsert(completion_todo(entry, self._store, self._view_of(entry)))
 
     def release_held(self, entry: TaskEntry) -> None:
@@ -136,5 +161,5 @@ class AgentSide:
 
     def clear_todo(self, entry: TaskEntry) -> None:
         if entry.todo_open:
-            entry.todo_open = False
+            entry.todo_open = entry.asking_todo = False
             self._todos.clear(entry.id)

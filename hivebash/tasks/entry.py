@@ -46,6 +46,10 @@ class TaskEntry:
     client_poll_interval: float = 0.0
     todo_held: bool = False
     client_saw_before: bool | None = None
+    # The wait for input (processes/input_watch.Asking.key) the agent was last told of, by an answer or a todo:
+    # a todo goes out once per wait. `asking_todo`: the todo on the agent's board is that "waits for input" one.
+    told_asking: tuple | None = None
+    asking_todo: bool = False
 
     @property
     def id(self) -> str:

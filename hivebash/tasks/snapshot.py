@@ -25,6 +25,7 @@ class TaskSnapshot:
     output: ov.View | None = None  # what the model reads of the output: the tails, or the view asked for
     unsaved: str | None = None  # why its end is not on disk (TaskEntry.unsaved)
     failures: list[ov.Line] = field(default_factory=list)  # a failed task's error-looking lines above its tails
+    asking: str | None = None  # it waits for input: its prompt (the unfinished last line; "" for none)
 
     def to_dict(self) -> dict[str, Any]:
         t, r = self.task, self.task.result
@@ -56,6 +57,8 @@ class TaskSnapshot:
                 # Only the task's own peak (see Rusage.max_rss_exact); else it is the daemon's, and left out.
                 "max_rss_bytes": r.rusage.max_rss_bytes if r.rusage.max_rss_exact else None,
             }
+        if self.asking is not None:
+            data["waiting_for_input"] = self.asking
         if self.queue_position is not None:
             data["queue_position"] = self.queue_position
         for stream, tail in (("stdout", self.stdout), ("stderr", self.stderr)):

@@ -16,6 +16,7 @@ on that.
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -69,6 +70,18 @@ def running_todo(entry: TaskEntry, queued: bool, store: TaskStore) -> Todo:
             "its completion will replace this todo.")
     return (task.id, f"bash {task.id} {what}: {one_line(task.cmd, 60)}", body,
             {"id": task.id, "status": task.shown_state})
+
+
+def asking_todo(entry: TaskEntry, prompt: str) -> Todo:
+    """The todo of a task that waits for input while no call waits on it: what it asks, and the call that answers."""
+    task = entry.task
+    asks = f"waits for input: {json.dumps(prompt, ensure_ascii=False)}" if prompt.strip() else \
+        "waits for input (no prompt on its last line)"
+    body = (f"bash task {task.id} {asks}\ncommand: {one_line(task.cmd, 200)}\n"
+            f"send(id=\"{task.id}\", text=\"...\") types the answer and shows what it printed; "
+            f"status(id=\"{task.id}\") shows its output.")
+    return (task.id, f"bash {task.id} {one_line(asks, 100)}", body,
+            {"id": task.id, "status": task.shown_state, "waiting_for_input": prompt})
 
 
 def completion_todo(entry: TaskEntry, store: TaskStore, data: dict) -> Todo:

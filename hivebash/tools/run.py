@@ -54,7 +54,7 @@ def run_declaration(default_cwd: str, notices: Notices, client_tasks: bool = Fal
             "`wait_for: \"listening on\"` for a server. `name`: your id ([a-z0-9-]); reusing a finished task's name "
             "replaces that task and its output files. `timeout_secs` kills it after that long. Past the daemon's max "
             "running tasks it waits as `pending`. stdin is /dev/null unless `stdin: \"pipe\"` (feed it with send) or "
-            "`\"tty\"` (a terminal: password prompts, REPLs, `git add -p`; pair it with `wait_for` on the prompt)."
+            "`\"tty\"` (a terminal: password prompts, REPLs, `git add -p`; the wait ends when it waits for input)."
         ),
         input_schema=closed_object(
             {

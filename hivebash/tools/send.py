@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Required, TypedDict
 
 from common.protocol.tools import CallContext, Tool, ToolResult, closed_object
-from hivebash.answers.texts import facts_line
+from hivebash.answers.texts import asking_text, facts_line
 from hivebash.stdin.keys import LISTED, MAX_KEYS
 from hivebash.tasks.todo_rules import still_alive_line
 from hivebash.tools.declaring import ID_SCHEMA, WAIT_FOR_SCHEMA, bound
@@ -35,13 +35,13 @@ def send_declaration(id_schema: dict, wait_for_schema: dict) -> dict:
         description=(
             "Type into a task started with stdin \"pipe\" or \"tty\": `text` is written followed by Enter (unless "
             "`enter: false`), then `keys` for a tty (ctrl-c, ctrl-d, tab, up, ...); `eof: true` ends the input. It "
-            f"then waits (`wait_seconds`, default {SEND_WAIT_DEFAULT:g}, max 30) until the task ends or a line "
-            "matches `wait_for` (an unfinished prompt line counts), and answers with what the task printed since "
-            "this send (a tty echoes your text), its state and the next call. Python REPL step: "
-            "run(cmd=\"python3 -i\", stdin=\"tty\", wait_for=\">>> $\"), then send(id, text=\"len('abc')\", "
-            "wait_for=\">>> $\") answers `3`. A y/N prompt: send(id, text=\"y\"). At most 64 KiB a send: bigger "
-            "input goes in a file you redirect. What the task does not read now is not sent (the answer says "
-            "how much was)."
+            f"then waits (`wait_seconds`, default {SEND_WAIT_DEFAULT:g}, max 30) until the task ends, waits for input "
+            "again (a REPL back at its prompt) or a line matches `wait_for` (an unfinished prompt line counts), and "
+            "answers with what the task printed since this send (a tty echoes your text), its state, what it asks "
+            "and the next call. Python REPL step: run(cmd=\"python3 -i\", stdin=\"tty\"), then send(id, "
+            "text=\"len('abc')\") answers `3` at the prompt. A y/N prompt: send(id, text=\"y\"). At most 64 KiB a "
+            "send: bigger input goes in a file you redirect. What the task does not read now is not sent (the "
+            "answer says how much was)."
         ),
         input_schema=closed_object(
             {
@@ -80,6 +80,8 @@ def send_result(outcome: SendOutcome) -> ToolResult:
         lines.append(f"only {outcome.accepted} of {outcome.asked} bytes were accepted: the task is not reading its "
                      "input now, and the rest was NOT sent (send it again later, or put big input in a file and "
                      "redirect it)")
+    if view.asking is not None:
+        lines.append(asking_text(task.id, view.asking))
     if outcome.wait_skipped:
         lines.append("(no wait: too many calls are waiting already)")
     if outcome.window.capped:

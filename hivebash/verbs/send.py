@@ -63,6 +63,7 @@ class Sender:
             entry = tasks.get(req.task_id)
             handle = self._input(entry, req)
             tasks.agent.wait_inline([entry])  # its end, if it comes during the wait, is this answer's (no todo)
+            tasks.agent.input_answered(entry)  # a "waits for input" todo is the "running" one again
         sources = self.sources(entry)
         offsets = {src.stream: ov.file_size(src.path) for src in sources}
         accepted, ended, closed = _write(handle, req)
@@ -72,6 +73,7 @@ class Sender:
         waited = self._wait(entry, req, watches, client_gone, operator, call.cancel, call.progress)
         with self.registry.locked() as tasks:
             view = tasks.view(entry.id)  # no tails: the output since the write is the answer's
+        self.answers.note_asking(view, entry, not operator and not client_gone(), waited.asking)
         output = ov.tail(self.sources(entry), offsets, new_only=True, budget=SEND_BUDGET,
                          again=f'status(id="{entry.id}", new_only=true)')
         if not operator and not client_gone():
@@ -123,7 +125,7 @@ class Sender:
         try:
             return self.answers.wait([entry], req.window, finish, watches=watches, wait_for=req.wait_for,
                                      cancel=cancel, progress=progress, first_recheck=SEND_RECHECK_FIRST,
-                                     sources=lambda _: self.sources(entry), leftovers_write=False)
+                                     sources=lambda _: self.sources(entry), leftovers_write=False, asking=True)
         finally:
             if not told:
                 with self.registry.locked() as tasks:

@@ -146,7 +146,7 @@ def test_descriptions_teach_and_stay_short(tools, engine, capsys):
     assert "replaces that task and its output files" in run and "wait_for" in run
     assert '`stdin: "pipe"`' in run and '`"tty"`' in run and "wait_for" in run  # when to take input, and how
     send = listing["send"]["description"]
-    for example in ('run(cmd="python3 -i", stdin="tty", wait_for=">>> $")', 'send(id, text="y")', "64 KiB",
+    for example in ('run(cmd="python3 -i", stdin="tty")', "at the prompt", 'send(id, text="y")', "64 KiB",
                     "what the task printed since this send"):
         assert example in send
     for example in ('`grep: "error|FAIL"`', "`context: 2`", "`from_line: 5000, max_lines: 40`", '`stream: "stderr"`',
