@@ -3,7 +3,8 @@
 Both call the daemon's `send` tool as the operator (common.protocol.client marks the call): an operator's send never
 clears the agent's todo of the task nor moves what the agent has been shown. `attach` shows the task's output
 live, read from its files in the state directory as `tail -f` does, and sends what the operator types until
-the detach key (ctrl-], as `docker attach`/telnet) or the task's end.
+the detach key (ctrl-], as `docker attach`/telnet) or the task's end; with piped input it says each time the
+task starts waiting for input (on a terminal the operator sees the prompt itself; the banner says it once).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import click
 
 from common.cli_base import DaemonClient, json_option, show, task_exit_code
 from hivebash.cli_tail import KeptCopier, status_gap
+from hivebash.processes.input_look import asking_line
 
 if TYPE_CHECKING:  # the tools' argument types only (importing hivebash.tools would load the engine)
     from hivebash.tools import StatusArgs
@@ -89,8 +91,10 @@ def attach_cmd(client: DaemonClient, task_id: str) -> None:
                                    "machine, and readable by you?)") from None
     keyboard = sys.stdin.fileno()
     with _raw(keyboard) as raw:
-        if raw:
-            _say(f"[attached to {task_id}: ctrl-] detaches]")
+        if raw:  # (a wait for input is said here only: the operator sees each prompt as it comes)
+            asking = data.get("waiting_for_input")
+            _say(f"[attached to {task_id}: ctrl-] detaches" +
+                 (f"; it is {asking_line(asking)}" if asking is not None else "") + "]")
         last = _attach_loop(client, task_id, data, follow, keyboard, raw)
     for f in follow:
         f.close()
@@ -109,6 +113,7 @@ def _attach_loop(client: DaemonClient, task_id: str, data: dict, follow: list[Ou
     out = sys.stdout.buffer
     reading = True
     checked = time.monotonic()
+    told = None  # the wait for input said last (with piped input: once per wait)
     while True:
         for f in follow:
             f.copy(out, crlf=raw and data["stdin"] == "pipe")
@@ -131,6 +136,15 @@ def _attach_loop(client: DaemonClient, task_id: str, data: dict, follow: list[Ou
                 return None
         if time.monotonic() - checked >= STATE_EVERY:
             data, checked = client.call("status", look).data, time.monotonic()
+            told = _tell_asking(task_id, data, told, raw)
+
+
+def _tell_asking(task_id: str, data: dict, told: str | None, raw: bool) -> str | None:
+    """With piped input, say when the task starts waiting for input; the wait said now (None: not waiting)."""
+    asking = data.get("waiting_for_input")
+    if not raw and asking is not None and told is None:
+        _say(f"[{task_id} is {asking_line(asking)}]")
+    return asking
 
 
 class OutputFollower:

@@ -71,6 +71,33 @@ def test_attach_with_piped_input_sends_it_and_follows_to_the_end(daemon):
 
 
 @pytest.mark.slow
+def test_attach_with_piped_input_says_when_the_task_asks(daemon):
+    hb(daemon, "run", "--stdin", "tty", "--name", "ask", 'read -p "Name? " n; echo "hi $n"')
+    attach = subprocess.Popen([str(BIN / "hive-bash"), "--url", daemon.url, "attach", "ask"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    said = bytearray()
+
+    def told() -> bool:
+        while select.select([attach.stderr], [], [], 0.05)[0]:
+            chunk = os.read(attach.stderr.fileno(), 65536)
+            if not chunk:
+                break
+            said.extend(chunk)
+        return b'[ask is waiting for input: "Name? "]' in said
+
+    try:
+        assert wait_until(told, timeout=20), bytes(said)
+        out, rest = attach.communicate(b"ann\n", timeout=60)
+        said.extend(rest)
+    finally:
+        if attach.poll() is None:
+            attach.kill()
+            attach.wait()
+    assert attach.returncode == 0 and b"hi ann" in out, (out, bytes(said))
+    assert said.count(b"waiting for input") == 1, bytes(said)
+
+
+@pytest.mark.slow
 def test_attach_on_a_terminal_shows_output_live_sends_keys_and_detaches(daemon):
     """The operator's side on a real pty: raw mode (keys as pressed), the task's echo and answers live, ctrl-]
     detaches and leaves the task running."""
