@@ -3,8 +3,9 @@ declared it a task handle for a task still running after the wait, and `BashTask
 `tasks/get` and `tasks/cancel` (hivebash/verbs/client_tasks.py does the work under the registry's lock).
 
 A poll of a running task says its progress line (`running 12 s · 3,412 lines · last: "..."`, as a waiting call's
-progress says it); the poll that returns the end answers what `status(id)` would, and counts as the model having
-read it. An end the model was shown before gets one line saying so: the client turns every end into a turn.
+progress says it), or what it asks while it waits for input (`waiting for input: "Continue [y/N]? "; send(...)`);
+the poll that returns the end answers what `status(id)` would, and counts as the model having read it. An end the
+model was shown before gets one line saying so: the client turns every end into a turn.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from common.protocol.tools import ToolResult
 from hivebash.answers.outcomes import Outcome
 from hivebash.answers.texts import outcome_result
 from hivebash.answers.wait_progress import WaitTelling
+from hivebash.processes.input_look import answer_step
 from hivebash.tasks.entry import TaskEntry
 from hivebash.tasks.task import Task
 from hivebash.verbs import client_tasks as verbs
@@ -112,8 +114,12 @@ class BashTaskHandles:
         return max(1, int(left * 1000))
 
     def _progress(self, entry: TaskEntry) -> str:
-        """The progress line, counting only what was written since the last poll of this task."""
+        """The progress line, counting only what was written since the last poll of this task; or, while the task
+        waits for input, what it asks and the send that answers it (the model answers, not the user)."""
         task = entry.task
+        asking = self.engine.rooms.answers.inputs.asking(entry)
+        if asking is not None:
+            return f"{asking.line}; {answer_step(task.id)}"
         with self._lock:
             got = self._tellings.get(task.id)
             if got is None or got[0] is not task:

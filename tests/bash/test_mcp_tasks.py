@@ -72,6 +72,19 @@ def test_a_run_still_running_after_its_wait_answers_a_task_handle_written_to_its
     assert "id=srv status=done exit_code=0" in end["result"]["content"][0]["text"]
 
 
+def test_a_task_that_waits_for_input_says_so_in_its_status_message(bash_daemon):
+    d = bash_daemon()
+    result = run(d.url, 'read -p "Continue [y/N]? " a; echo "got $a"', stdin="tty", name="ask", wait_seconds=20)
+    assert result["resultType"] == "task", result
+    says = 'waiting for input: "Continue [y/N]? "; send(id="ask", text="...") types the answer'
+    assert result["statusMessage"] == says and says in result["_meta"][AGENT_TASK_META]["modelImmediateResponse"]
+    assert get(d.url, result["taskId"])["statusMessage"] == says
+    _, body = modern(d.url, "tools/call", {"name": "send", "arguments": {"id": "ask", "text": "y", "wait_seconds": 20},
+                                           "_meta": META})
+    assert "got y" in body["result"]["content"][0]["text"]
+    assert ended(d.url, result["taskId"])["status"] == "completed"
+
+
 def test_a_client_without_the_extension_and_a_task_that_ends_in_time_answer_as_always(bash_daemon):
     d = bash_daemon()
     plain = run(d.url, "sleep 30", tasks=False, wait_seconds=0.2)
