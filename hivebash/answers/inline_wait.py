@@ -167,8 +167,10 @@ def _watch_and_tell(registry: TaskRegistry, stop: Callable[[], bool], seconds: f
     deadline, pacer = start + seconds, Pacer(start) if telling is not None else None
     while True:
         found = _first_match(watches, final=False)
-        if found[0] is not None or inputs is not None and inputs.look():
+        if found[0] is not None:
             return found
+        if inputs is not None and inputs.look():  # (its output all in its files: a line written meanwhile counts)
+            return _first_match(watches, final=False)
         now = clock()
         remaining = deadline - now
         if remaining <= 0:
