@@ -9,8 +9,11 @@ its foreground group read it. Both files need ptrace-read permission (the daemon
 have); where they cannot be read, or the architecture's call numbers are not known, the reading says so
 (`known` False) and nothing is guessed.
 
-A poll, select or epoll wait with a timeout under MIN_TIMEOUT is not a wait for input: its program wakes by
-itself that soon to do something else (a loop that reads input when there is some, and works meanwhile).
+A poll, select or epoll wait that also waits for a socket, another pipe or another terminal is not a wait for
+input (a network client waits for its peer too); one that also waits for the process's own event descriptors
+(an event loop's eventfd or timerfd) counts once its output has settled. One with a timeout under MIN_TIMEOUT
+is not a wait for input either: its program wakes by itself that soon to do something else (a loop that reads
+input when there is some, and works meanwhile).
 
 `confirmed` cross-checks each reader's `/proc/<pid>/task/<tid>/wchan` (`wait_woken`, `anon_pipe_read`,
 `poll_schedule_timeout`: a wait; a lock's name or 0: not one).
@@ -108,9 +111,11 @@ def read_task(leader: int, target: Target, foreground: int | None = None) -> Rea
                 return UNKNOWN
             number, args = syscall
             name = calls.get(number)
-            if name is not None and (foreground is None or pgrp == foreground) and \
-                    _reads_target(pid, name, args, target, tty_nr):
+            how = _reads_target(pid, name, args, target, tty_nr) if name is not None and (
+                foreground is None or pgrp == foreground) else None
+            if how is not None:
                 readers.append((pid, int(tid)))
+                quiet = quiet and how == ALONE  # (a timer of its own may fire: the output settles first)
             elif number not in waits:
                 quiet = False
     return Reading(tuple(readers), quiet and bool(readers), confirmed=bool(readers) and all(
@@ -192,10 +197,19 @@ def _syscall(pid: int, tid: str) -> tuple[int, list[int]] | None:
     return int(fields[0]), [int(x, 16) for x in fields[1:7]]
 
 
-def _reads_target(pid: int, name: str, args: list[int], target: Target, tty_nr: int) -> bool:
+ALONE, WITH_WAKEUPS = "alone", "with wakeups"
+
+
+def _reads_target(pid: int, name: str, args: list[int], target: Target, tty_nr: int) -> str | None:
+    """ALONE: the call waits for the input only; WITH_WAKEUPS: for it and for the process's own event
+    descriptors (eventfd, signalfd, timerfd: an event loop's); None: not for it, or for something from
+    outside as well (a socket, another pipe or terminal: a network client waits for its peer too)."""
     if not _long_wait(pid, name, args):
-        return False
-    return any(_fd_is(pid, fd, target, tty_nr) for fd in _read_set(pid, name, args))
+        return None
+    kinds = [_fd_kind(pid, fd, target, tty_nr) for fd in _read_set(pid, name, args)]
+    if "input" not in kinds or "other" in kinds:
+        return None
+    return WITH_WAKEUPS if "wakeup" in kinds else ALONE
 
 
 def _long_wait(pid: int, name: str, args: list[int]) -> bool:
@@ -266,9 +280,12 @@ def _epoll_set(pid: int, epfd: int) -> list[int]:
     return fds
 
 
-def _fd_is(pid: int, fd: int, target: Target, tty_nr: int) -> bool:
+def _fd_kind(pid: int, fd: int, target: Target, tty_nr: int) -> str:
+    """"input", "wakeup" (an anonymous inode: eventfd, signalfd, timerfd, epoll) or "other"."""
+    path = f"/proc/{pid}/fd/{fd}"
     try:
-        st = os.stat(f"/proc/{pid}/fd/{fd}")
+        if target.is_it(os.stat(path), tty_nr):
+            return "input"
+        return "wakeup" if os.readlink(path).startswith("anon_inode:") else "other"
     except OSError:
-        return False
-    return target.is_it(st, tty_nr)
+        return "other"

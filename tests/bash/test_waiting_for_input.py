@@ -107,6 +107,17 @@ def test_a_reader_without_a_prompt_waits_and_a_busy_prompt_does_not(tools, tmp_p
     call(tools, "kill", id="quiet", force=True)
 
 
+def test_a_client_waiting_for_its_peer_as_well_as_its_input_is_not_waiting_for_input(tools):
+    code = ("import select, socket; a, b = socket.socketpair(); print('remote> ', end='', flush=True); "
+            "select.select([0, a], [], [])")
+    res = call(tools, "run", cmd=f'{sys.executable} -c "{code}"', stdin="tty", name="peer", wait_for="remote> $",
+               wait_seconds=WINDOW)
+    assert res.data["wait_for"]["matched"] is not None, res.text
+    looked = call(tools, "status", id="peer", wait_seconds=0.3)
+    assert "waiting_for_input" not in looked.data and looked.data["wait"]["waited"] >= 0.3, looked.text
+    call(tools, "kill", id="peer", force=True)
+
+
 def test_a_prompt_beside_a_sleeping_background_job_counts_once_the_output_is_still(tools):
     """The `sleep` is awake as far as the kernel says (a timer), so the wait counts only after the settle."""
     res = call(tools, "run", cmd='sleep 300 & read -p "name? " n; echo "hi $n"; kill %1', stdin="tty", name="bg",
