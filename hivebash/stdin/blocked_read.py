@@ -96,7 +96,7 @@ def read_task(leader: int, target: Target, foreground: int | None = None) -> Rea
     waits = _CHILD_WAITS[platform.machine()]
     readers: list[tuple[int, int]] = []
     quiet = True
-    for pid in _tree(leader):
+    for pid in _descendants(leader):
         facts = _stat(pid)
         if facts is None:
             continue  # gone meanwhile
@@ -131,7 +131,7 @@ def _waits(pid: int, tid: int) -> bool:
     return name != b"0" and not any(part in name for part in _NOT_WAITS)
 
 
-def _tree(leader: int) -> list[int]:
+def _descendants(leader: int) -> list[int]:
     """The leader and its descendants (each thread's children list; a process gone meanwhile has none)."""
     found, stack = [], [leader]
     while stack:
