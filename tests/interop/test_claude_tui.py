@@ -128,13 +128,13 @@ def test_task_stop_of_a_subagent_turn_interrupts_it_and_leaves_no_process(daemon
     assert client_id and pid, results
     nested = psutil.Process(int(pid.group(1)))
     wait_until(lambda: mock_api.holding("tui-long-turn"), 30, "the nested turn's model call")
+    tree = [nested, *nested.children(recursive=True)]  # (mid-turn: it cannot have ended yet)
     seen = len(mock_api.message_requests())
     tui.type("MOCK:tool=TaskStop " + json.dumps({"task_id": client_id.group(1)}))
     stopped = mock_api.wait_messages(lambda requests: [r for r in tool_results(requests[seen:]) if r not in results],
                                      60, "TaskStop's tool result")
     assert f"Task {client_id.group(1)}" in stopped[0] and "is stopped" in stopped[0], stopped
-    left = [nested, *nested.children(recursive=True)]
-    _, alive = psutil.wait_procs(left, timeout=20)
+    _, alive = psutil.wait_procs(tree, timeout=20)
     assert not alive, f"processes of the stopped turn still run: {alive}"
     resp, body = modern(subagent.url, "tools/call", {"name": "status",
                                                      "arguments": {"name": "tui-long", "wait_seconds": 20}})

@@ -25,10 +25,10 @@ def start_daemon(daemon_factory, fake_claude_bin, fake_env, tmp_path, sink):
     workdir = tmp_path / "work"
     workdir.mkdir()
 
-    def start():
+    def start(*extra):
         return daemon_factory([str(BIN / "hive-subagent-daemon"), "--claude-bin", fake_claude_bin, "--workdir",
                                str(workdir), "--state-dir", str(tmp_path / "state"), "--agent-socket", str(sink),
-                               "--kill-grace", "2"], env=fake_env)
+                               "--kill-grace", "2", *extra], env=fake_env)
     return start
 
 
@@ -168,3 +168,28 @@ def test_an_end_the_model_was_shown_completes_the_task_in_one_line(start_daemon,
     assert done["status"] == "completed" and "shown this end already" in text, done
     assert len(text.splitlines()) == 1 and "long answer text" not in text, text
     wait_until(lambda: not [t for t in sink_todos(sink) if t["key"] == "seen"], 10, "no todo for the end")
+
+
+def test_update_is_acked_for_a_known_handle_and_mcp_tasks_off_answers_as_before(start_daemon, prompt_file, tmp_path,
+                                                                                 sink):
+    daemon = start_daemon()
+    gate = Gate(tmp_path)
+    handle = call(daemon.url, "start", {"name": "upd", "prompt_file": str(prompt_file),
+                                        "trigger": f"FAKE:gate={gate.path}"})["taskId"]
+    status, body = task_call(daemon.url, "tasks/update", handle)
+    assert status == 200 and body["result"]["resultType"] == "complete", body
+    status, body = task_call(daemon.url, "tasks/update", "upd-" + "f" * 32)
+    assert body["error"]["code"] == -32602, body
+    gate.open()
+    wait_until(lambda: get(daemon.url, handle)["status"] == "completed", 30, "the end")
+    daemon.stop()
+
+    off = start_daemon("--mcp-tasks", "off")
+    second = Gate(tmp_path)
+    result = call(off.url, "start", {"name": "offline", "prompt_file": str(prompt_file),
+                                     "trigger": f"FAKE:gate={second.path}"})
+    assert result.get("resultType", "complete") == "complete" and "taskId" not in result, result
+    assert result["content"][0]["text"].startswith("state=running name=offline"), result
+    resp, body = modern(off.url, "server/discover", {"_meta": TASKS_META})
+    assert TASKS_EXTENSION not in body["result"]["capabilities"].get("extensions", {}), body
+    second.open()
