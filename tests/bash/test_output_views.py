@@ -304,3 +304,18 @@ def test_failure_lines_match_in_any_case_and_name_their_lines(tmp_path):
     found = ov.failure_lines([ov.Source("stdout", str(path))], {"stdout": path.stat().st_size})
     assert [(x.number, x.text) for x in found] == [(100, "ERROR: upper"), (1000, "Build FaIlEd here"),
                                                    (1500, "terror is no error? it is: error")]
+
+
+def test_failure_lines_are_found_again_once_the_file_changed(tmp_path):
+    path = tmp_path / "t.out"
+    path.write_text("ok\nerror: first\nok\n")
+    src = ov.Source("stdout", str(path))
+    first = ov.failure_lines([src], {"stdout": path.stat().st_size})
+    assert [x.text for x in first] == ["error: first"]
+    assert [x.text for x in ov.failure_lines([src], {"stdout": path.stat().st_size})] == ["error: first"]
+    with open(path, "a") as f:
+        f.write("panic: second\nok\n")
+    again = ov.failure_lines([src], {"stdout": path.stat().st_size})
+    assert [(x.number, x.text) for x in again] == [(2, "error: first"), (4, "panic: second")]
+    path.write_text("fine\n")  # emptied and rewritten (a pruned output): nothing of the old lines
+    assert ov.failure_lines([src], {"stdout": path.stat().st_size}) == []
