@@ -138,6 +138,8 @@ class TurnTasks:
             return
         with self._lock:
             self._save_locked({**self._records, turn.name: HandleRecord(**{**asdict(record), "cancelled": True})})
+        with self.table.cond:
+            turn.delivered = True  # the client stopped it itself and knows: its end sends no todo
         self.stop(turn)
 
     def shown(self, names: list[str]) -> None:

@@ -109,7 +109,7 @@ def test_a_wrong_secret_and_an_unknown_name_get_one_answer(start_daemon, prompt_
     gate.open()
 
 
-def test_cancel_interrupts_the_turn_and_leaves_no_process(start_daemon, prompt_file, tmp_path):
+def test_cancel_interrupts_the_turn_and_leaves_no_process(start_daemon, prompt_file, tmp_path, sink):
     daemon = start_daemon()
     result = call(daemon.url, "start", {"name": "stopme", "prompt_file": str(prompt_file),
                                         "trigger": "FAKE:sleep=60"})
@@ -123,6 +123,9 @@ def test_cancel_interrupts_the_turn_and_leaves_no_process(start_daemon, prompt_f
     assert done["status"] == "cancelled" and "tasks/cancel" in done["statusMessage"], done
     assert "outcome=interrupted" in done["statusMessage"], done
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    wait_until(lambda: call(daemon.url, "status", {"name": "stopme"}, meta=META)["content"][0]["text"]
+               .startswith("name=stopme state=finished"), 10, "the end recorded")
+    assert not [t for t in sink_todos(sink) if t["key"] == "stopme"], "the client stopped it: no todo"
 
 
 def test_a_handle_resolves_after_a_restart(start_daemon, prompt_file, tmp_path):
