@@ -244,6 +244,18 @@ def client_options(prefix: str, port: int) -> Callable[[FC], FC]:
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the exact structured result as JSON.")
 
 
+def frame_options(once_help: str) -> Callable[[FC], FC]:
+    """The options of both `top` commands: --once, --interval, --json (common/live_table.py draws the frames)."""
+
+    def decorate(command: FC) -> FC:
+        command = json_option(command)
+        command = click.option("--interval", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
+                               help="Seconds between frames.")(command)
+        return click.option("--once", is_flag=True, help=once_help)(command)
+
+    return decorate
+
+
 def show(result: ToolCallResult, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(result.data, indent=2, sort_keys=True))

@@ -23,6 +23,7 @@ from common.cli_base import (
     DaemonClient,
     claim_daemon_start,
     client_options,
+    frame_options,
     json_option,
     package_version,
     program,
@@ -229,10 +230,7 @@ def list_cmd(client: DaemonClient, state: str | None, limit: int, as_json: bool)
 
 
 @main.command("top")
-@click.option("--once", is_flag=True, help="Print one frame (measured over half a second) and exit.")
-@click.option("--interval", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
-              help="Seconds between frames.")
-@json_option
+@frame_options("Print one frame (measured over half a second) and exit.")
 @click.pass_obj
 def top_cmd(client: DaemonClient, once: bool, interval: float, as_json: bool) -> None:
     """A live table of the running tasks: age, CPU and memory of their processes, output size and growth,

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from common.cli_base import EXIT_REFUSED, DaemonClient, fail, json_option
+from common.cli_base import EXIT_REFUSED, DaemonClient, fail, frame_options
 from common.humanize import human_age
 from common.live_table import calls_in_flight, in_flight_line, run_frames, table
 from hivesubagent.transcripts.log import as_data, read_turns, render
@@ -67,10 +67,7 @@ def render_top(frame: dict[str, Any]) -> str:
 
 
 @click.command("top")
-@click.option("--once", is_flag=True, help="Print one frame and exit.")
-@click.option("--interval", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
-              help="Seconds between frames.")
-@json_option
+@frame_options("Print one frame and exit.")
 @click.pass_obj
 def top_command(client: DaemonClient, once: bool, interval: float, as_json: bool) -> None:
     """A live table of the running turns: steps, tool calls, tokens so far, cost, the last tool, how long
