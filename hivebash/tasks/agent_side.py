@@ -73,8 +73,13 @@ class AgentSide:
             if entry.seen_to.get(stream, 0) >= start and stream in read_to:
                 entry.seen_to[stream] = read_to[stream]
 
+    def client_will_track(self, entry: TaskEntry) -> None:
+        """A client of the tasks extension asked for it: if it outlives the wait the client shows it running,
+        so no "running" todo says it again."""
+        entry.client_tracks = True
+
     def todo_running(self, entry: TaskEntry, queued: bool) -> None:
-        if entry.task.ended or entry.todo_open:
+        if entry.task.ended or entry.todo_open or entry.client_tracks:
             return
         entry.todo_open = True
         self._todos.upsert(running_todo(entry, queued, self._store))

@@ -42,6 +42,7 @@ class TaskEntry:
     # A client tracking it as an MCP task (Task.client_handle): when it last polled (monotonic) and the interval
     # it was told, so its end's todo can wait for that poll (AgentSide.todo_completion); whether the completion
     # todo is held for it now; and, once a poll returned the end, whether the model had been shown it before.
+    client_tracks: bool = False  # asked for by a client of the extension: no "running" todo (AgentSide)
     client_polled_at: float | None = None
     client_poll_interval: float = 0.0
     todo_held: bool = False

@@ -36,7 +36,7 @@ def run(rooms: Rooms, req: RunRequest, call: CallContext) -> Outcome:
     spare = rooms.spares.take() if req.name is None else None
     task = _claim(rooms, req, spare)
     outputs = rooms.lifecycle.write_pending(task, spare)
-    entry, spawning = _queue(rooms, task, outputs, waits=req.window.seconds > 0)
+    entry, spawning = _queue(rooms, task, outputs, waits=req.window.seconds > 0, tracked=call.client_tasks)
     if req.window.seconds <= 0:
         return Outcome(rooms.answers.view(task.id, shows=True, settle=_await_spawn if spawning else None, brief=True),
                        req.window, 0.0, notices=rooms.answers.notices, first_answer=True)
@@ -63,9 +63,11 @@ def _claim(rooms: Rooms, req: RunRequest, spare: Spare | None) -> Task:
     return task
 
 
-def _queue(rooms: Rooms, task: Task, outputs: tuple[int, int], waits: bool) -> tuple[TaskEntry, bool]:
+def _queue(rooms: Rooms, task: Task, outputs: tuple[int, int], waits: bool,
+           tracked: bool = False) -> tuple[TaskEntry, bool]:
     """Queue the task, start it if a slot is free (its runner starts when the lock is released), decide its
-    "running" todo when no inline wait follows; (its entry, whether `run` waits a moment for its spawn)."""
+    "running" todo when no inline wait follows (none when `tracked`: a client of the tasks extension will track
+    it if it outlives the wait); (its entry, whether `run` waits a moment for its spawn)."""
     with rooms.registry.locked() as tasks:
         entry = tasks.add(task)
         tasks.enqueue(entry)
@@ -76,10 +78,7 @@ def _queue(rooms: Rooms, task: Task, outputs: tuple[int, int], waits: bool) -> t
         mine = next((r for r in tasks.start_queued(rooms.lifecycle.runner_for) if r.task is task), None)
         if mine is not None:  # its worker would open them again
             mine.outputs = outputs
-        if not waits and task.state == T.PENDING:
-            tasks.agent.todo_running(entry, queued=True)
-        elif not waits:
-            tasks.agent.running_todo_later(entry)
+        _running_todo(tasks, entry, waits, tracked)
         spawning = not waits and mine is not None
         if spawning:
             tasks.agent.expect_spawn(entry)
@@ -93,6 +92,16 @@ def _queue(rooms: Rooms, task: Task, outputs: tuple[int, int], waits: bool) -> t
     if ended is not None:
         rooms.lifecycle.record_ends([ended])
     return entry, spawning
+
+
+def _running_todo(tasks: LockedTasks, entry: TaskEntry, waits: bool, tracked: bool) -> None:
+    """The "running" todo of a task no inline wait follows: at once when queued, else after a moment."""
+    if tracked:
+        tasks.agent.client_will_track(entry)
+    if not waits and entry.task.state == T.PENDING:
+        tasks.agent.todo_running(entry, queued=True)
+    elif not waits:
+        tasks.agent.running_todo_later(entry)
 
 
 def _await_spawn(tasks: LockedTasks, task_id: str) -> None:
