@@ -196,3 +196,17 @@ def test_update_is_acked_for_a_known_handle_and_mcp_tasks_off_answers_as_before(
     resp, body = modern(off.url, "server/discover", {"_meta": TASKS_META})
     assert TASKS_EXTENSION not in body["result"]["capabilities"].get("extensions", {}), body
     second.open()
+
+
+def test_a_client_that_stopped_polling_still_gets_the_todo(start_daemon, prompt_file, tmp_path, sink):
+    """Never none: the end's todo waits for a client that polled lately, then goes to the harness socket when no
+    poll comes (a closed Claude Code)."""
+    daemon = start_daemon()
+    gate = Gate(tmp_path)
+    handle = call(daemon.url, "start", {"name": "gone", "prompt_file": str(prompt_file),
+                                        "trigger": f"FAKE:gate={gate.path}\nFAKE:reply=nobody polls me"})["taskId"]
+    assert get(daemon.url, handle)["status"] == "working"  # it polled once, then went away
+    gate.open()
+    todo = wait_until(lambda: next((t for t in sink_todos(sink, strict=False) if t["key"] == "gone"), None), 20,
+                      "the todo of the end")
+    assert "completed" in todo["summary"], todo
