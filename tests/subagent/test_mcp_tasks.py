@@ -210,3 +210,16 @@ def test_a_client_that_stopped_polling_still_gets_the_todo(start_daemon, prompt_
     todo = wait_until(lambda: next((t for t in sink_todos(sink, strict=False) if t["key"] == "gone"), None), 20,
                       "the todo of the end")
     assert "completed" in todo["summary"], todo
+
+
+def test_a_turn_stopped_by_a_restart_completes_its_handle_saying_so(start_daemon, prompt_file, tmp_path):
+    daemon = start_daemon()
+    gate = Gate(tmp_path)
+    handle = call(daemon.url, "start", {"name": "cut", "prompt_file": str(prompt_file),
+                                        "trigger": f"FAKE:gate={gate.path}"})["taskId"]
+    daemon.stop()  # the shutdown stops the running turn
+    again = start_daemon()
+    done = get(again.url, handle)
+    text = done["result"]["content"][0]["text"]
+    assert done["status"] == "completed" and text.startswith("name=cut state=finished"), done
+    assert "interrupted" in text, text
