@@ -223,3 +223,20 @@ def test_a_turn_stopped_by_a_restart_completes_its_handle_saying_so(start_daemon
     text = done["result"]["content"][0]["text"]
     assert done["status"] == "completed" and text.startswith("name=cut state=finished"), done
     assert "interrupted" in text, text
+
+
+def test_continue_answers_a_new_task_that_replaces_the_last_turns(start_daemon, prompt_file, tmp_path):
+    daemon = start_daemon()
+    gate = Gate(tmp_path)
+    first = call(daemon.url, "start", {"name": "again", "prompt_file": str(prompt_file),
+                                       "trigger": f"FAKE:gate={gate.path}\nFAKE:reply=turn one"})["taskId"]
+    gate.open()
+    wait_until(lambda: get(daemon.url, first)["status"] == "completed", 30, "the first turn's end")
+    later = Gate(tmp_path)
+    result = call(daemon.url, "continue", {"name": "again", "prompt": f"FAKE:gate={later.path}\nFAKE:reply=turn two"})
+    assert result["resultType"] == "task" and result["taskId"] != first and result["taskId"].startswith("again-")
+    assert "turn=2" in result["_meta"]["com.anthropic/agent-task"]["modelImmediateResponse"], result
+    assert task_call(daemon.url, "tasks/get", first)[1]["error"]["code"] == -32602  # one handle per session
+    later.open()
+    done = wait_until(lambda: (r := get(daemon.url, result["taskId"]))["status"] == "completed" and r, 30, "the end")
+    assert "turn two" in done["result"]["content"][0]["text"], done
