@@ -27,6 +27,7 @@ WATCH_RECHECK_MAX = 0.25  # seconds: how late a matching line can be noticed at 
 # Seconds between looks at the tasks' input, by how long the wait has lasted: a REPL's answer comes in
 # milliseconds (a look costs about 75 us of /proc reads).
 INPUT_RECHECKS = ((0.1, 0.002), (2.0, 0.01), (float("inf"), 0.05))  # (up to this far into the wait, at most)
+INPUT_RECHECK_FIRST = 0.001  # seconds: the first look of a wait at its tasks' input
 
 
 class InputWaits:
@@ -165,6 +166,8 @@ def _watch_and_tell(registry: TaskRegistry, stop: Callable[[], bool], seconds: f
     exited (the wait ends)."""
     start = clock()
     deadline, pacer = start + seconds, Pacer(start) if telling is not None else None
+    if inputs is not None:  # a new task's prompt comes within milliseconds of its start
+        recheck = min(recheck, INPUT_RECHECK_FIRST)
     while True:
         found = _first_match(watches, final=False)
         if found[0] is not None:
