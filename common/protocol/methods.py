@@ -13,7 +13,13 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from common.protocol.mcp_tasks import TASKS_EXTENSION, TaskMethods, TaskRpcError, declares_tasks
+from common.protocol.mcp_tasks import (
+    CLIENT_CAPABILITIES_META,
+    TASKS_EXTENSION,
+    TaskMethods,
+    TaskRpcError,
+    declares_tasks,
+)
 from common.protocol.oversized_call import oversized_arguments
 from common.protocol.tools import CallContext, ToolArgumentsError, ToolRegistry, ToolResult, UnknownTool
 from common.protocol.wire_types import serialize_server_result
@@ -107,10 +113,13 @@ class McpMethods:
         meta = params.get("_meta")
         if not isinstance(meta, dict):
             meta = {}
+        client_tasks = False
+        if self.tasks.enabled and version in MODERN_PROTOCOL_VERSIONS:  # declares_tasks, inlined: every call's path
+            caps = meta.get(CLIENT_CAPABILITIES_META)
+            extensions = caps.get("extensions") if type(caps) is dict else None
+            client_tasks = type(extensions) is dict and TASKS_EXTENSION in extensions
         ctx = CallContext(structured=meta.get(STRUCTURED_META_KEY) is True, protocol_version=version,
-                          operator=meta.get(OPERATOR_META_KEY) is True,
-                          client_tasks=self.client_tasks(params, version in MODERN_PROTOCOL_VERSIONS),
-                          **_linked(call))
+                          operator=meta.get(OPERATOR_META_KEY) is True, client_tasks=client_tasks, **_linked(call))
         try:
             if self.max_body_bytes is not None and body_bytes > self.max_body_bytes:
                 raise oversized_arguments(self.registry.get(name), params.get("arguments"), body_bytes,

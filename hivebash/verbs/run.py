@@ -78,7 +78,8 @@ def _queue(rooms: Rooms, task: Task, outputs: tuple[int, int], waits: bool,
         mine = next((r for r in tasks.start_queued(rooms.lifecycle.runner_for) if r.task is task), None)
         if mine is not None:  # its worker would open them again
             mine.outputs = outputs
-        _running_todo(tasks, entry, waits, tracked)
+        if tracked or not waits:  # (most runs wait, for a client without the extension: no call for them)
+            _running_todo(tasks, entry, waits, tracked)
         spawning = not waits and mine is not None
         if spawning:
             tasks.agent.expect_spawn(entry)
