@@ -22,8 +22,6 @@ from mcp_types.jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, METHOD_NOT_FOUND,
 from common.protocol.wire_types import (
     MCP_NAME_HEADER,
     InboundLadderRejection,
-    InboundModernRoute,
-    classify_inbound_request,
     decode_header_value,
 )
 
@@ -202,16 +200,13 @@ class TaskMethods:
         return {}
 
 
-def classify(body: Mapping[str, Any], headers: Mapping[str, str]) -> InboundModernRoute | InboundLadderRejection:
-    """The SDK's 2026 request ladder, and the extension's routing rule: `tasks/get|cancel|update` carry
+def name_rejection(body: Mapping[str, Any], headers: Mapping[str, str]) -> InboundLadderRejection | None:
+    """The extension's routing rule, after the SDK's 2026 ladder passed a request of NAMED_METHODS: it carries
     `Mcp-Name: <params.taskId>` (a missing or different header: -32020, HTTP 400, as for tools/call's name)."""
-    verdict = classify_inbound_request(body, headers=headers)
-    if isinstance(verdict, InboundLadderRejection) or body.get("method") not in NAMED_METHODS:
-        return verdict
     params = body.get("params")
     task_id = params.get("taskId") if isinstance(params, Mapping) else None
     if task_id is not None and decode_header_value(headers.get(MCP_NAME_HEADER)) != task_id:
         return InboundLadderRejection(code=HEADER_MISMATCH,
                                       message=f"{MCP_NAME_HEADER} header does not match the request body's "
                                               "'taskId' parameter")
-    return verdict
+    return None

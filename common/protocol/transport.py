@@ -20,12 +20,7 @@ from typing import Any
 from wsgiref.types import StartResponse, WSGIEnvironment
 
 import mcp_types
-from mcp_types.jsonrpc import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    PARSE_ERROR,
-)
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 from werkzeug.exceptions import RequestEntityTooLarge
@@ -48,6 +43,7 @@ from common.protocol.wire_types import (
     ERROR_CODE_HTTP_STATUS,
     InboundLadderRejection,
     cancelled_request_id,
+    classify_inbound_request,
     unsupported_protocol_version_rejection,
 )
 
@@ -272,10 +268,10 @@ class McpApp:
         request_id = body["id"]
         if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
             return JsonAnswer(error_body(None, _invalid("id must be a string or integer")), 400)
-        # No find_duplicated_routing_header here: waitress folds repeated header lines into one value ("a, b"),
-        # which never equals the body's, so the ladder refuses a duplicate as a mismatch (tests:
-        # test_a_routing_header_sent_twice_is_refused).
-        verdict = mcp_tasks.classify(body, EnvironHeaders(request.environ))  # the SDK's ladder, and tasks' Mcp-Name
+        # No find_duplicated_routing_header: waitress folds a repeated header into "a, b", never the body's value.
+        verdict = classify_inbound_request(body, headers=(headers := EnvironHeaders(request.environ)))
+        if body["method"] in mcp_tasks.NAMED_METHODS and not isinstance(verdict, InboundLadderRejection):
+            verdict = mcp_tasks.name_rejection(body, headers) or verdict  # the tasks extension's Mcp-Name rule
         if isinstance(verdict, InboundLadderRejection):
             return self._modern_error(request_id, RpcError(verdict.code, verdict.message, verdict.data))
         version = verdict.protocol_version
