@@ -132,11 +132,12 @@ class InputWatch:
             return made
 
     def asking(self, entry: TaskEntry) -> Asking | None:
-        """One look at the entry (None: it takes no input, runs no more, or does not wait for it)."""
+        """One look at the entry (None: it takes no input, runs no more, or does not wait for it); a wait found
+        before that nothing has changed since costs two stats (`InputCheck.still`)."""
         check = self.check(entry)
         if check is None:
             return None
-        asking = check.look()
+        asking = check.still() or check.look()
         if asking is None and check.due is not None and check.due - self.clock() <= SHORT_SETTLE:
             time.sleep(max(0.0, check.due - self.clock()))
             asking = check.look()
