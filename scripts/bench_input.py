@@ -60,7 +60,7 @@ def send_to_a_repl(ctx):
     serial = itertools.count()
     after: dict[bool, list[float]] = {False: [], True: []}
     trips: dict[bool, list[float]] = {False: [], True: []}
-    with Daemon(DAEMON, ctx.workdir / "repl") as d:
+    with Daemon(DAEMON, ctx.workdir / "repl-send") as d:
         conn = McpConnection(d.port)
         started = conn.call("run", {"cmd": "python3 -i -q", "stdin": "tty", "name": "py", "wait_seconds": 20})
         clock = PromptClock(started["structuredContent"]["stdout"]["path"])
@@ -88,7 +88,7 @@ def _daemon_cpu_ms_per_s(pid: int, seconds: float) -> float:
 
 
 def _idle_cpu(ctx, name: str, cmd: str, stdin: str, count: int, seconds: float) -> float:
-    with Daemon(DAEMON, ctx.workdir / name, env={"HIVE_BASH_MAX_RUNNING": str(count + 4)}) as d:
+    with Daemon(DAEMON, ctx.workdir / f"idle-{name}", env={"HIVE_BASH_MAX_RUNNING": str(count + 4)}) as d:
         conn = McpConnection(d.port)
         for i in range(count):
             conn.call("run", {"cmd": cmd, "stdin": stdin, "name": f"{name}-{i}",
@@ -109,8 +109,9 @@ def idle_repls(ctx):
     repls = _idle_cpu(ctx, "repl", "python3 -i -q", "tty", count, seconds)
     sleeps = _idle_cpu(ctx, "sleep", "sleep 600", "null", count, seconds)
     return [Row("bash", f"daemon CPU with {count} idle python3 -i tasks (tty)", "ms/s", repls, None, 1,
-                f"{count} idle sleep tasks (no input)", sleeps, target="< 10 ms/s (1% of a core)", ok=repls < 10,
-                note="the input watch looks at each once a second")]
+                f"{count} idle sleep tasks (no input)", sleeps, target="within 2 ms/s of the baseline",
+                ok=repls - sleeps <= 2.0, note="the input watch looks at each once a second; the baseline is "
+                                               "the daemon's own idle work with 32 tasks (its output guard, ...)")]
 
 
 BENCHMARKS = [send_to_a_repl, idle_repls]
