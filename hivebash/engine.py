@@ -145,14 +145,6 @@ class Engine:
         _, rest = _call_of(args)
         return kill_verb.kill(self.rooms, requests.check_kill(_with(rest, "id", task_id), self.limits))
 
-    def input_line(self, task_id: str) -> str | None:
-        """`waiting for input: "Continue [y/N]? "` while the task waits for input, else None (one look; an MCP
-        task's statusMessage, for instance)."""
-        with self.registry.locked() as tasks:
-            entry = tasks.get(task_id)
-        asking = self.rooms.answers.inputs.asking(entry)
-        return asking.line if asking is not None else None
-
     def list(self, **args: Any) -> tuple[list[TaskSnapshot], int]:
         """Tasks newest first, optionally of one state, from `offset`; (views without tails, total matching)."""
         _, rest = _call_of(args)
