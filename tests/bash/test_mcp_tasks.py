@@ -163,3 +163,17 @@ def test_a_handle_resolves_after_a_restart_and_says_interrupted(bash_daemon):
     again = bash_daemon()
     end = get(again.url, handle)
     assert end["status"] == "completed" and "status=interrupted" in end["result"]["content"][0]["text"]
+
+
+def test_a_queued_task_is_a_task_too_and_its_cancel_ends_it_before_it_starts(bash_daemon, tmp_path):
+    d = bash_daemon("--max-running", "1")
+    gate = Gate(tmp_path)
+    run(d.url, gate.wait, tasks=False, wait_seconds=0)
+    queued = run(d.url, "echo never", wait_seconds=0.2)
+    assert queued["resultType"] == "task" and queued["statusMessage"].startswith("pending")
+    assert "task queued: id=" in queued["_meta"][AGENT_TASK_META]["modelImmediateResponse"]
+    _, body = task_rpc(d.url, "tasks/cancel", queued["taskId"])
+    assert body["result"]["resultType"] == "complete"
+    end = get(d.url, queued["taskId"])
+    assert end["status"] == "cancelled" and "cancelled by the client before it started" in end["statusMessage"]
+    gate.open()
