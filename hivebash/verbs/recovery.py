@@ -1,5 +1,6 @@
 """The recovery verb: what a start does with the tasks on disk. Those a previous daemon left `pending` or
-`running` get their processes stopped and are recorded `interrupted`, with one todo each.
+`running` get their processes stopped and are recorded `interrupted`, with one todo each (held for a while
+for one an MCP client tracks: its next poll delivers the end instead).
 
 A previous daemon's processes are found by their marker (a random nonce per task, in their environment) and a
 start time not before the task was submitted, so a recycled pid is never taken for a task's process.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 
+from common.protocol.mcp_tasks import poll_interval_ms
 from hivebash.disk.end_room import output_sizes
 from hivebash.disk.output_limit import settle_dropped
 from hivebash.processes.ops import TaskProcessOps
@@ -19,6 +21,7 @@ from hivebash.tasks.task import Task, TaskResult
 from hivebash.verbs.rooms import Rooms
 
 log = logging.getLogger(__name__)
+LONGEST_POLL = poll_interval_ms(float("inf")) / 1000  # seconds: the longest interval a client is told to poll at
 
 
 def recover(rooms: Rooms) -> None:
@@ -35,6 +38,8 @@ def recover(rooms: Rooms) -> None:
             entry = tasks.add(t)
             if t.id in unsaved:
                 entry.unsaved = unsaved[t.id]
+                if t.client_handle is not None:  # its client polls again once we answer: its poll delivers the end
+                    tasks.agent.client_polled(entry, LONGEST_POLL)
                 tasks.agent.todo_completion(entry)
             elif t.terminal:
                 tasks.agent.may_hold_todo(entry)
