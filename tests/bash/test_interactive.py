@@ -344,7 +344,7 @@ def test_a_tty_tasks_todo_points_at_its_one_output_file(tools, todos, tmp_path):
 def test_a_tty_task_runs_on_when_its_output_fills_the_disk(small_disk, todos, caplog, tmp_path):
     """A terminal's output that the full disk cannot take is dropped, and the task keeps its terminal: once there
     is room again it goes on printing and reading (a copier that gave up used to hang up on the task)."""
-    engine = Engine(settings(small_disk.root), todos)
+    engine = Engine(settings(small_disk.root, max_state_bytes="0"), todos)  # the full disk, not the quota
     engine.open()
     try:
         tools = build_registry(engine)

@@ -19,7 +19,8 @@ WARNING = ("warning: the end is not saved: the state disk is full (No space left
 
 
 def _engine(small_disk, todos):
-    engine = Engine(settings(small_disk.root, agent_socket=small_disk.root / "agent.sock"), todos)
+    # No --max-state-bytes quota: the full disk itself is under test (the quota would empty the outputs first).
+    engine = Engine(settings(small_disk.root, agent_socket=small_disk.root / "agent.sock", max_state_bytes="0"), todos)
     engine.open()
     return engine
 
@@ -40,7 +41,8 @@ def test_an_end_that_cannot_be_saved_is_said_and_saved_later(small_disk, todos, 
         assert WARNING in answer.text and answer.data["end_saved"] is False, answer.text
         assert json.loads(record.read_text())["state"] != "done"
 
-        again = Engine(settings(small_disk.root), TodoRecorder())  # a restart after a crash, on the full disk
+        # a restart after a crash, on the full disk
+        again = Engine(settings(small_disk.root, max_state_bytes="0"), TodoRecorder())
         again.open()  # must not fail: its own records cannot be written either
         view = build_registry(again).call("status", {"id": "victim"}, AGENT)
         assert view.data["status"] == "interrupted" and "while the task was running" in view.data["note"], view.text

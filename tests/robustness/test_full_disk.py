@@ -22,6 +22,10 @@ from kit.robust_kit import call_tool_raw, result_text, tool_result
 from common.disk import whole_files
 from common.todos.outbox import read_journal
 
+# The full disk itself is under test here: no --max-state-bytes quota (its default, a share of this 2 MiB disk,
+# would empty the outputs first; tests/bash/test_state_quota.py tests the quota).
+WHOLE_DISK = ("--max-state-bytes", "0")
+
 
 def _state(small_disk):
     return small_disk.root / "state"
@@ -42,7 +46,7 @@ def _flood(daemon, small_disk, gate_dir, name: str, flood: str) -> dict:
 @pytest.mark.slow
 def test_a_record_bigger_than_the_free_space_is_refused_whole(bash_factory, small_disk):
     """Hole 1: a 12,288-byte prefix of a long record was renamed into place; the task was lost at the restart."""
-    daemon = bash_factory(socket=False, state_dir=_state(small_disk))
+    daemon = bash_factory(*WHOLE_DISK, socket=False, state_dir=_state(small_disk))
     for name in ("a", "b", "c"):
         assert daemon.call("run", cmd=f"echo {name}-ok", name=name, wait_seconds=20)["status"] == "done"
     small_disk.fill(leave=12 * 1024)
@@ -64,7 +68,7 @@ def test_a_record_bigger_than_the_free_space_is_refused_whole(bash_factory, smal
 def test_an_end_answered_on_a_full_disk_survives_a_kill_9(bash_factory, small_disk, tmp_path):
     """Hole 2: the task's own output fills the disk; its end is recorded in the room reserved at its start, so
     the restart after a kill -9 reports what the answer said, and the answer says why its output is cut."""
-    daemon = bash_factory(socket=False, state_dir=_state(small_disk))
+    daemon = bash_factory(*WHOLE_DISK, socket=False, state_dir=_state(small_disk))
     answer = _flood(daemon, small_disk, tmp_path, "victim", "yes; echo after-yes")
     assert answer["status"] == "done" and answer["exit_code"] == 1, answer
     note = answer["note"]
@@ -88,7 +92,7 @@ def test_a_task_that_succeeds_after_its_output_hit_the_full_disk_is_told(bash_fa
     be told. Its output ends on a block's edge (the kernel refuses a write at the first page it has
     no room for), which makes the end look at the disk. An output on a block's edge on a disk with room gets no
     note: the edge only makes the end ask."""
-    daemon = bash_factory(socket=False, state_dir=_state(small_disk))
+    daemon = bash_factory(*WHOLE_DISK, socket=False, state_dir=_state(small_disk))
     edge = daemon.call("run", cmd="head -c 8192 /dev/zero", wait_seconds=20)
     assert (edge["status"], edge["exit_code"], edge["note"], edge["stdout"]["size"]) == ("done", 0, None, 8192), edge
     answer = _flood(daemon, small_disk, tmp_path, "quiet", "yes || true")
