@@ -33,7 +33,7 @@ def read_output(view: TaskSnapshot, store: TaskStore, request: ov.ViewRequest | 
     on_tty = view.task.stdin == "tty" and "stderr" in wanted  # stderr went to the terminal: all is in .out
     known = sizes or {}
     dropped = view.task.dropped
-    sources = [ov.Source(s, paths[s], known.get(s), ov.Gap.of(dropped, s)) for s in wanted
+    sources = [ov.Source(s, paths[s], known.get(s), ov.Gap.of(dropped, s) if dropped else None) for s in wanted
                if not (on_tty and s == "stderr")]
     if view.task.state == T.PENDING:
         # Nothing has written to a pending task's files (prepare made them empty; no process yet): no reads.

@@ -183,6 +183,8 @@ def open_kept(path: str, gap: Gap | None = None) -> OutputFile | None:
 def passed_line(dropped: dict[str, list] | None) -> str | None:
     """The one line an answer and a todo give a task whose output passed --max-output-bytes:
     `output: stdout passed 1 GiB; the middle was dropped (2.4 GiB)`; None when none did."""
+    if not dropped:  # most tasks: no work on their answer's path
+        return None
     gaps = [(s, g) for s in ("stdout", "stderr") if (g := Gap.of(dropped, s)) is not None]
     if not gaps:
         return None
@@ -192,6 +194,8 @@ def passed_line(dropped: dict[str, list] | None) -> str | None:
 
 def gap_data(dropped: dict[str, list] | None, stream: str, written: int) -> dict | None:
     """What a status's data says of a stream's dropped middle: bytes written in all, kept, and the range."""
+    if not dropped:
+        return None
     gap = Gap.of(dropped, stream)
     if gap is None:
         return None
