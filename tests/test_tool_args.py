@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import NotRequired, Required, get_origin, get_type_hints
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from hivebash import tools as bash
 from hivesubagent import tools as subagent
@@ -86,3 +87,10 @@ def test_the_key_reading_finds_required_and_optional_keys():
 
     assert _keys(Open) == ({"a", "b"}, {"a"})
     assert _keys(Closed) == ({"a", "b"}, {"a"})
+
+
+@pytest.mark.parametrize("key", sorted(SCHEMAS), ids="-".join)
+def test_each_schema_is_a_json_schema(key):
+    """The registry checks a schema only when it first needs jsonschema for it (argument_schema.py, to keep
+    jsonschema out of a daemon's start), so every schema the daemons serve is checked here."""
+    Draft202012Validator.check_schema(SCHEMAS[key])

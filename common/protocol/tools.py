@@ -1,21 +1,17 @@
 """Declaring a tool once (name, description for the model, input schema, handler) and calling it safely.
 
-Arguments are validated with `jsonschema` against the declared schema; each error names the field and the
-rule. A handler signals an expected failure by raising `ToolError` or a `Refusal` (an `isError` result the model
-reads); any other exception becomes a short `isError` result, logged with its traceback, and the server keeps
+Arguments are checked against the declared schema, by the quick check (common/protocol/quick_check.py) or
+else by `jsonschema` (common/protocol/argument_schema.py); each error names the field and the rule. A handler
+signals an expected failure by raising `ToolError` or a `Refusal` (an `isError` result the model reads); any
+other exception becomes a short `isError` result, logged with its traceback, and the server keeps
 serving.
 """
 
-import difflib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
-
-import jsonschema
-from jsonschema import Draft202012Validator
-from jsonschema.validators import extend
 
 from common.event_log import Scalar, event
 from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressReporter
@@ -156,89 +152,7 @@ def _log_call(tool: Tool[Any], arguments: Any, result: ToolResult | None, outcom
     event(log, "tool_call", level, **fields)
 
 
-def _is_json_integer(checker: Any, instance: Any) -> bool:
-    """Only a JSON integer is an integer. JSON Schema also counts 2.0, which then reached handlers as a float
-    where they expect an int (`"x" * 2.0`, `range(2.0)` raise TypeError: an internal error instead of a clear
-    refusal; found by tests/robustness/test_fuzz_tool_args.py)."""
-    return isinstance(instance, int) and not isinstance(instance, bool)
-
-
-# types-jsonschema leaves `extend` untyped.
-ArgumentValidator = extend(  # type: ignore[no-untyped-call]
-    Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_json_integer))
-
-
-def _field_path(error: jsonschema.ValidationError) -> str:
-    path = ".".join(str(p) for p in error.absolute_path)
-    if error.validator == "required":
-        # The missing property is in the message, not the path: "'cmd' is a required property".
-        missing = error.message.split("'")[1] if "'" in error.message else "?"
-        return f"{path}.{missing}" if path else missing
-    if error.validator == "additionalProperties" and not path:
-        return "arguments"
-    return path or "arguments"
-
-
-# Rules whose text is a template of the schema's value.
-_RULE_TEXT = {
-    "minimum": "must be >= {}",
-    "exclusiveMinimum": "must be > {}",
-    "maximum": "must be <= {}",
-    "minLength": "must be at least {} characters",
-    "maxLength": "must be at most {} characters",
-    "pattern": "must match {}",
-    "minItems": "must have at least {} item(s)",
-    "maxItems": "must have at most {} items",
-}
-
-
-def _unknown_arguments(error: jsonschema.ValidationError, hints: Mapping[str, str]) -> str:
-    """Which arguments are unknown, the known one each was most likely meant as, and the known ones."""
-    known = list((error.schema.get("properties") or {}) if isinstance(error.schema, dict) else ())
-    given = error.instance if isinstance(error.instance, dict) else {}
-    named = []
-    for name in sorted(k for k in given if k not in known):
-        near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-        hint = hints.get(name) or (f"did you mean {near[0]!r}?" if near else "")
-        named.append(f"{name!r}" + (f" ({hint})" if hint else ""))
-    return f"unknown argument(s) not allowed: {', '.join(named)}; the known ones: {', '.join(known)}"
-
-
-def _rule(error: jsonschema.ValidationError, hints: Mapping[str, str]) -> str:
-    v, rule = error.validator, error.validator_value
-    rule_value: Any = rule  # the schema's value of keyword `v`: a number, a string, a list of them
-    if v in _RULE_TEXT:
-        return _RULE_TEXT[v].format(rule)
-    if v == "required":
-        return "is required"
-    if v == "type":
-        return f"must be of type {rule_value if isinstance(rule_value, str) else ' or '.join(rule_value)}"
-    if v == "uniqueItems":
-        return "must not name the same item twice"
-    if v == "enum":
-        return "must be one of " + ", ".join(repr(x) for x in rule_value)
-    if v == "additionalProperties" and rule is False:
-        return _unknown_arguments(error, hints)
-    return error.message
-
-
-def validate_arguments(schema: dict[str, Any] | Any, arguments: Any,
-                       hints: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Return `arguments` if they satisfy `schema` (a JSON schema, or an ArgumentValidator built from one);
-    raise ToolArgumentsError naming every bad field."""
-    if arguments is None:
-        arguments = {}
-    if not isinstance(arguments, dict):
-        raise ToolArgumentsError("arguments: must be an object")
-    validator = ArgumentValidator(schema) if isinstance(schema, dict) else schema
-    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
-    if errors:
-        raise ToolArgumentsError("; ".join(f"{_field_path(e)}: {_rule(e, hints or {})}" for e in errors))
-    _check_encodable(arguments, "")
-    return arguments
-
-
-def _check_encodable(value: Any, where: str) -> None:
+def check_encodable(value: Any, where: str) -> None:
     """Refuse text UTF-8 cannot encode: JSON's \\ud800 escapes decode to lone surrogates, which would fail
     later, deep in a tool (a command line, a file name, a todo), as an internal error."""
     if isinstance(value, str):
@@ -251,12 +165,12 @@ def _check_encodable(value: Any, where: str) -> None:
     elif isinstance(value, dict):
         for key, item in value.items():
             if not (type(key) is str and key.isascii()):  # ASCII names and values (most calls) need no call
-                _check_encodable(key, f"{where} key" if where else "argument name")
+                check_encodable(key, f"{where} key" if where else "argument name")
             if not (type(item) is str and item.isascii()) and isinstance(item, (str, dict, list)):
-                _check_encodable(item, f"{where}.{key}" if where else str(key))
+                check_encodable(item, f"{where}.{key}" if where else str(key))
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            _check_encodable(item, f"{where}[{index}]")
+            check_encodable(item, f"{where}[{index}]")
 
 
 class ToolRegistry:
@@ -271,9 +185,10 @@ class ToolRegistry:
         self.task_handles = task_handles
         # Tool[Any]: each tool's handler takes its own TypedDict; `call` is where a validated dict becomes it.
         self._tools: dict[str, Tool[Any]] = {}
-        # One validator a tool, built at registration: building one (a referencing registry and resolver) per
-        # call was a tenth of a tools/call's Python time (docs/performance.md, "Measurements behind the code").
-        # Most calls are answered by the quick check alone (common/protocol/quick_check.py); jsonschema judges the rest.
+        # One validator a tool, kept: building one (a referencing registry and resolver) per call was a tenth of
+        # a tools/call's Python time (docs/performance.md, "Measurements behind the code"). Most calls are
+        # answered by the quick check alone (common/protocol/quick_check.py), so a validator is built, and
+        # jsonschema imported (~45 ms of a start), at the first call the quick check does not pass.
         self._validators: dict[str, Any] = {}
         self._quick: dict[str, Callable[[dict[str, Any]], bool] | None] = {}
         self.metrics: ToolCallMetrics | None = None  # set by the daemon that serves /metrics
@@ -283,10 +198,16 @@ class ToolRegistry:
     def add(self, tool: Tool[Any]) -> None:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} declared twice")
-        Draft202012Validator.check_schema(tool.input_schema)
         self._tools[tool.name] = tool
-        self._validators[tool.name] = ArgumentValidator(tool.input_schema)
         self._quick[tool.name] = compile_quick_check(tool.input_schema)
+
+    def _validator(self, tool: Tool[Any]) -> Any:
+        """The tool's jsonschema validator (its schema checked first: jsonschema.SchemaError if it is not one)."""
+        validator = self._validators.get(tool.name)
+        if validator is None:
+            from common.protocol.argument_schema import argument_validator  # jsonschema, when first needed
+            validator = self._validators[tool.name] = argument_validator(tool.input_schema)
+        return validator
 
     def listing(self, client_tasks: bool = False) -> list[dict[str, Any]]:
         return [t.listing(client_tasks) for t in self._tools.values()]
@@ -332,9 +253,10 @@ class ToolRegistry:
         quick = self._quick[name]
         if quick is not None and isinstance(arguments, dict) and quick(arguments):
             args = arguments
-            _check_encodable(args, "")  # the quick check looks at types and lengths only
+            check_encodable(args, "")  # the quick check looks at types and lengths only
         else:
-            args = validate_arguments(self._validators[name], arguments, tool.argument_hints)
+            from common.protocol.argument_schema import validate_arguments
+            args = validate_arguments(self._validator(tool), arguments, tool.argument_hints)
         # The one seam where the call's dict becomes trusted: it satisfies the tool's schema (quick check or
         # jsonschema, just above), and so the handler's TypedDict of that schema (tests/test_tool_args.py holds
         # the two equal). Tool[Any] passes it through untouched: no cast, no copy, nothing checked again.

@@ -1,10 +1,14 @@
 """Declaring and calling tools: every validation message names the field and the rule; failures never escape."""
 
 import logging
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from jsonschema.exceptions import SchemaError
 
+from common.protocol.argument_schema import validate_arguments
 from common.protocol.tools import (
     CallContext,
     Tool,
@@ -14,9 +18,9 @@ from common.protocol.tools import (
     ToolResult,
     UnknownTool,
     closed_object,
-    validate_arguments,
 )
 
+REPO = Path(__file__).resolve().parents[2]
 SCHEMA = {
     "type": "object",
     "properties": {
@@ -162,9 +166,21 @@ def test_declaring_a_tool_twice_is_refused(registry):
         registry.add(Tool("run", "Again.", {"type": "object"}, _echo))
 
 
-def test_an_invalid_schema_is_refused_at_declaration():
+def test_an_invalid_schema_is_refused_when_first_judged():
+    registry = ToolRegistry([Tool("bad", "Bad.", {"type": "no-such-type"}, _echo)])
     with pytest.raises(SchemaError):
-        ToolRegistry([Tool("bad", "Bad.", {"type": "no-such-type"}, _echo)])
+        registry.call("bad", {})
+
+
+def test_jsonschema_is_imported_only_for_a_call_the_quick_check_does_not_pass():
+    code = ("import sys; from common.protocol.tools import Tool, ToolRegistry, ToolResult, closed_object\n"
+            "r = ToolRegistry([Tool('t', 'T.', closed_object({'n': {'type': 'integer'}}), "
+            "lambda a, c: ToolResult(text='ok'))])\n"
+            "assert r.call('t', {'n': 1}).text == 'ok' and 'jsonschema' not in sys.modules\n"
+            "try:\n    r.call('t', {'n': 'x'})\n"
+            "except ValueError as e:\n    assert 'n: must be of type integer' in str(e)\n"
+            "assert 'jsonschema' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
 # ----- the shape of a tools/call result on the wire -------------------------------------------------------------

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from kit.echo_server import ECHO_SCHEMA, TOOLS
 from kit.fuzz_budget import examples
 
-from common.protocol.tools import ToolArgumentsError, ToolRegistry, validate_arguments
+from common.protocol.argument_schema import validate_arguments
+from common.protocol.tools import ToolArgumentsError, ToolRegistry
 
 FUZZ = settings(max_examples=examples(300), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 REGISTRY = ToolRegistry([t for t in TOOLS if t.name in ("echo", "refuse", "crash")])
@@ -109,7 +110,7 @@ def _values_for(prop: dict):
 @FUZZ
 @given(data=st.data())
 def test_the_quick_check_says_yes_exactly_when_jsonschema_finds_no_error(name, schema, quick, data):
-    from common.protocol.tools import ArgumentValidator
+    from common.protocol.argument_schema import ArgumentValidator
 
     props = schema.get("properties", {})
     chosen = data.draw(st.fixed_dictionaries({}, optional={k: _values_for(p) for k, p in props.items()}))
