@@ -2,8 +2,8 @@
 answers its first call soon after it starts.
 
 - The per-era types (`mcp_types._v2025_11_25` for every handshake version, `mcp_types._v2026_07_28` for
-  2026) are imported when a result or notification of that era is first shaped: each is ~0.08 s of
-  pydantic model building, and the plain tools/call result (common/protocol/methods.py) needs neither.
+  2026) are imported when a result or notification of that era is first shaped, each model built when first
+  used (`_import_era`): the plain tools/call result (common/protocol/methods.py) needs neither.
   `mcp_types.methods` would import both at once; `RESULTS` names the same types for the methods we serve
   (tests/common/test_wire_types.py checks each pair against the SDK's SERVER_RESULTS and SERVER_NOTIFICATIONS).
 - The ladder is the SDK's own `mcp/shared/inbound.py`, which needs only `mcp_types`; it is loaded by itself
@@ -56,7 +56,29 @@ def era(version: str) -> str:
 
 def era_module(version: str) -> ModuleType:
     """The SDK's types of `version`'s era, imported the first time it is asked for."""
-    return importlib.import_module(ERAS[era(version)])
+    return _import_era(era(version))
+
+
+def _import_era(era_name: str) -> ModuleType:
+    """The era's module; its first import builds each of its ~150 models' validators only when that model is
+    first used (pydantic's `defer_build`, set on their base for the import): the daemons use a handful, and
+    building all at once was ~35 ms of the first handshake-era call."""
+    name = ERAS[era_name]
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        return loaded
+    from mcp_types._wire_base import WireModel
+
+    config = WireModel.model_config
+    before = config.get("defer_build")
+    config["defer_build"] = True  # each model copies its base's config as its class is made
+    try:
+        return importlib.import_module(name)
+    finally:
+        if before is None:
+            config.pop("defer_build", None)
+        else:
+            config["defer_build"] = before
 
 
 def result_type(method: str, version: str) -> Any:
@@ -65,7 +87,7 @@ def result_type(method: str, version: str) -> Any:
 
 
 def _era_result_type(method: str, era_name: str) -> Any:
-    module = importlib.import_module(ERAS[era_name])
+    module = _import_era(era_name)
     types = [getattr(module, name) for name in RESULTS[(method, era_name)]]
     union = types[0]
     for more in types[1:]:
