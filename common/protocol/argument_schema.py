@@ -10,7 +10,7 @@ import jsonschema
 from jsonschema import Draft202012Validator
 from jsonschema.validators import extend
 
-from common.protocol.tools import ToolArgumentsError, check_encodable
+from common.protocol.argument_errors import ToolArgumentsError, check_encodable
 
 
 def _is_json_integer(checker: Any, instance: Any) -> bool:

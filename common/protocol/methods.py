@@ -13,6 +13,7 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from common.protocol.argument_errors import ToolArgumentsError
 from common.protocol.mcp_tasks import (
     CLIENT_CAPABILITIES_META,
     TASKS_EXTENSION,
@@ -21,7 +22,7 @@ from common.protocol.mcp_tasks import (
     declares_tasks,
 )
 from common.protocol.oversized_call import oversized_arguments
-from common.protocol.tools import CallContext, ToolArgumentsError, ToolRegistry, ToolResult, UnknownTool
+from common.protocol.tools import CallContext, ToolRegistry, ToolResult, UnknownTool
 from common.protocol.wire_types import serialize_server_result
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,8 @@ never runs.
 from typing import Any
 
 from common.json_text import compact
-from common.protocol.tools import Tool, ToolArgumentsError
+from common.protocol.argument_errors import ToolArgumentsError
+from common.protocol.tools import Tool
 
 ADVICE = "write the long part to a file and {route}"  # the route: the tool's own (Tool.file_route)
 DEFAULT_ROUTE = "pass its path instead"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from common.event_log import Scalar, event
+from common.protocol.argument_errors import check_encodable
 from common.protocol.call_progress import NO_PROGRESS, Cancellation, ProgressReporter
 from common.protocol.quick_check import compile_quick_check
 
@@ -31,10 +32,6 @@ class ToolError(Exception):
 class Refusal(ToolError, ValueError):
     """What both daemons refuse a call with (a bad value, an unknown id, a refused action); the message names the
     field and the rule. The registry answers it as the call's `isError` result, so no handler wraps it."""
-
-
-class ToolArgumentsError(ValueError):
-    """The arguments do not match the tool's input schema; the message names the field and the rule."""
 
 
 class UnknownTool(LookupError):
@@ -150,27 +147,6 @@ def _log_call(tool: Tool[Any], arguments: Any, result: ToolResult | None, outcom
         if isinstance(value, str) and len(value) <= 64 and value.isprintable():
             fields[shown] = value
     event(log, "tool_call", level, **fields)
-
-
-def check_encodable(value: Any, where: str) -> None:
-    """Refuse text UTF-8 cannot encode: JSON's \\ud800 escapes decode to lone surrogates, which would fail
-    later, deep in a tool (a command line, a file name, a todo), as an internal error."""
-    if isinstance(value, str):
-        if not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                raise ToolArgumentsError(f"{where or 'arguments'}: holds text that is not valid Unicode (a lone "
-                                         f"surrogate at character {exc.start}); send valid UTF-8 text") from None
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            if not (type(key) is str and key.isascii()):  # ASCII names and values (most calls) need no call
-                check_encodable(key, f"{where} key" if where else "argument name")
-            if not (type(item) is str and item.isascii()) and isinstance(item, (str, dict, list)):
-                check_encodable(item, f"{where}.{key}" if where else str(key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            check_encodable(item, f"{where}[{index}]")
 
 
 class ToolRegistry:

@@ -14,7 +14,8 @@ import pytest
 from kit.gate import Gate
 from kit.hivebash_testkit import marked_processes, settings, wait_until
 
-from common.protocol.tools import CallContext, ToolArgumentsError
+from common.protocol.argument_errors import ToolArgumentsError
+from common.protocol.tools import CallContext
 from hivebash.engine import Engine
 from hivebash.errors import EngineError
 from hivebash.tools import build_registry

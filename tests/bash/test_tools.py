@@ -7,7 +7,8 @@ import pytest
 from kit.gate import Gate
 from kit.hivebash_testkit import task_ids, wait_until
 
-from common.protocol.tools import CallContext, ToolArgumentsError
+from common.protocol.argument_errors import ToolArgumentsError
+from common.protocol.tools import CallContext
 from hivebash.tools import build_registry
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from jsonschema.exceptions import SchemaError
 
+from common.protocol.argument_errors import ToolArgumentsError
 from common.protocol.argument_schema import validate_arguments
 from common.protocol.tools import (
     CallContext,
     Tool,
-    ToolArgumentsError,
     ToolError,
     ToolRegistry,
     ToolResult,

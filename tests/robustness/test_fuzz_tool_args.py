@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 from kit.echo_server import ECHO_SCHEMA, TOOLS
 from kit.fuzz_budget import examples
 
+from common.protocol.argument_errors import ToolArgumentsError
 from common.protocol.argument_schema import validate_arguments
-from common.protocol.tools import ToolArgumentsError, ToolRegistry
+from common.protocol.tools import ToolRegistry
 
 FUZZ = settings(max_examples=examples(300), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 REGISTRY = ToolRegistry([t for t in TOOLS if t.name in ("echo", "refuse", "crash")])

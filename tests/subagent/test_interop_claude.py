@@ -17,7 +17,7 @@ from daemon_harness import wait_until
 from kit.subagent_testkit import running_names
 
 from common.notices import promises_a_notice
-from common.protocol.tools import ToolArgumentsError
+from common.protocol.argument_errors import ToolArgumentsError
 from hivesubagent.tools import build_registry
 from hivesubagent.transcripts.sessions import SessionStore
 

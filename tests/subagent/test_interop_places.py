@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from daemon_harness import sink_todos, wait_until
 
-from common.protocol.tools import ToolArgumentsError
+from common.protocol.argument_errors import ToolArgumentsError
 from hivesubagent.errors import SubagentError
 from hivesubagent.tools import build_registry
 

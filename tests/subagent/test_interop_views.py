@@ -13,7 +13,7 @@ import pytest
 from kit.mock_messages_api import long_reply
 from kit.subagent_testkit import wait_for_turns
 
-from common.protocol.tools import ToolArgumentsError
+from common.protocol.argument_errors import ToolArgumentsError
 from hivesubagent.answers.pages import PAGE_BYTES
 from hivesubagent.tools import build_registry
 from hivesubagent.transcripts import index_file

@@ -8,7 +8,8 @@ import pytest
 
 from common.config import SubagentSettings
 from common.notices import Notices, promises_a_notice
-from common.protocol.tools import ToolArgumentsError, UnknownTool
+from common.protocol.argument_errors import ToolArgumentsError
+from common.protocol.tools import UnknownTool
 from hivesubagent.answers.pages import EXCERPT_BYTES, PAGE_BYTES, OffsetError, excerpt, page
 from hivesubagent.answers.texts import kv, render_list, render_session, turn_result
 from hivesubagent.engine import SubagentEngine
