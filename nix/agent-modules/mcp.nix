@@ -36,12 +36,13 @@ let
     "/run/current-system/sw"
   ] ++ cfg.path;
 
-  # d: one of units.daemons with this configuration's state directory; env: its own variables.
-  mkService = d: env: {
+  # d: one of units.daemons with this configuration's state directory; ownPath: what this daemon itself
+  # calls, after everything else (the user's own version wins); env: its own variables.
+  mkService = d: ownPath: env: {
     inherit (d) description;
     wantedBy = [ "multi-user.target" ];
     inherit (units) unitConfig;
-    path = servicePath;
+    path = servicePath ++ ownPath;
     environment = units.environment d
       // lib.optionalAttrs (config.hyperhive.agentSocket != null) {
         HIVE_AGENT_SOCKET = toString config.hyperhive.agentSocket;
@@ -167,6 +168,16 @@ in
       example = lib.literalExpression "[ pkgs.git pkgs.gnumake ]";
       description = ''
         Packages added to the PATH of both daemons, after the user's, the default and the system profile.
+      '';
+    };
+
+    subagentGit = mkOption {
+      type = types.package;
+      default = pkgs.git;
+      defaultText = lib.literalExpression "pkgs.git";
+      description = ''
+        The git hive-subagent-daemon runs for a session's own worktree (`start(worktree=true)`) and for
+        `hive-subagent diff`: last on its PATH, so a git of the user's profile or the system comes first.
       '';
     };
 
@@ -349,13 +360,14 @@ in
 
     systemd.services = {
       # hive-bash: serves run, status, send, kill, list (mcp__bash__*) on bashHttpPort.
-      ${bash.unit} = mkService bash ({
+      ${bash.unit} = mkService bash [ ] ({
         HIVE_BASH_PORT = toString cfg.bashHttpPort;
         HIVE_BASH_MAX_RUNNING = toString cfg.bashMaxRunning;
       } // cfg.bashEnvironment);
 
       # hive-subagent: serves start, continue, interrupt, status (mcp__subagent__*) on subagentHttpPort.
-      ${subagent.unit} = mkService subagent ({
+      # git: a session's worktree (start(worktree=true)) and `hive-subagent diff`.
+      ${subagent.unit} = mkService subagent [ cfg.subagentGit ] ({
         HIVE_SUBAGENT_PORT = toString cfg.subagentHttpPort;
         HIVE_SUBAGENT_MAX_RUNNING = toString cfg.subagentMaxRunning;
         HIVE_SUBAGENT_CLAUDE_BIN = cfg.claudeBin;

@@ -245,3 +245,14 @@ def test_metrics_scrapers_may_read_metrics_of_both_daemons(evaluate_module):
         assert f"{prefix}_ALLOW_UID" not in services[name]["environment"]  # not a caller of /mcp
     for service in evaluate_module()["services"].values():
         assert not any(k.endswith("_METRICS_ALLOW_UID") for k in service["environment"])
+
+
+def test_the_subagent_daemon_has_git_last_on_its_path(evaluate_module):
+    """A session's worktree and `hive-subagent diff` run git: the subagent service carries one, after the user's
+    and the system's (theirs wins); the bash daemon's tasks get only what the user has."""
+    services = evaluate_module()["services"]
+    subagent, bash = services["hive-subagent"]["path"], services["hive-bash"]["path"]
+    assert subagent[-1].endswith("-git-2.47.0"), subagent  # a package on the path is its store path
+    assert subagent[:-1] == bash and "/run/current-system/sw" in bash
+    own = evaluate_module('{ pkgs, ... }: { hyperhive.mcp.subagentGit = pkgs.git // { outPath = "/opt/git"; }; }')
+    assert own["services"]["hive-subagent"]["path"][-1] == "/opt/git"
