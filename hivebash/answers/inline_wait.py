@@ -73,8 +73,11 @@ def watches_for(entries: list[TaskEntry], paths: Callable[[str], list[ov.Source]
 
 def prompt_watches(entry: TaskEntry, sources: list[ov.Source], pattern: str,
                    from_start: bool) -> list[tuple[str, ov.Watch]]:
-    """`wait_for` over a task that takes input: its prompts count (run's wait on a new tty or pipe task)."""
-    return [(entry.id, ov.PromptWatch(src, pattern, 0 if from_start else ov.file_size(src.path),
+    """`wait_for` over a task that takes input: its prompts count. From the files' start or the agent's cursor,
+    as `watches_for`: a prompt printed before a `status` call but never shown is what the call waits for (the
+    task is reading by then, and the input watch must not end the wait before it is matched)."""
+    seen = dict(entry.seen_to)
+    return [(entry.id, ov.PromptWatch(src, pattern, 0 if from_start else seen.get(src.stream, 0),
                                       gap_of(entry, src.stream))) for src in sources]
 
 

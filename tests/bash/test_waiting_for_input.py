@@ -9,7 +9,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from daemon_harness import start_daemon
+from daemon_harness import start_daemon, wait_until
 from kit.gate import Gate
 from kit.sdk_agent import SdkAgent, bash_daemon_argv
 from kit.sink import running_sink
@@ -125,6 +125,25 @@ def test_a_prompt_beside_a_sleeping_background_job_counts_once_the_output_is_sti
     assert ended_at_input(res) == "name? ", res.text
     done = call(tools, "send", id="bg", text="ann", wait_seconds=WINDOW)
     assert "hi ann" in done.text, done.text
+
+
+@pytest.mark.parametrize("stdin", ["tty", "pipe"])
+def test_a_status_wait_for_matches_a_prompt_printed_before_the_call(engine, tools, tmp_path, stdin):
+    """The task printed its prompt and reads before the call: the prompt, never shown, is the match, though the
+    input watch sees the read at the wait's first look; once shown it matches no second wait."""
+    gate = Gate(tmp_path)  # the run's answer comes before the prompt, so it shows none of it
+    call(tools, "run", cmd=f'{gate.wait}; printf "ready> "; read a; echo "got $a"', stdin=stdin, name="early",
+         wait_seconds=0)
+    gate.open()
+    out = engine.store.path("early", "out")
+    wait_until(lambda: out.read_bytes().endswith(b"ready> "), WINDOW, "the prompt in the output file")
+    ready = call(tools, "status", id="early", wait_for="ready> $", wait_seconds=WINDOW)
+    assert ready.data["status"] == "running" and ready.data["wait_for"]["matched"]["text"] == "ready> ", ready.text
+    assert "wait_for matched" in ready.text, ready.text
+    again = call(tools, "status", id="early", wait_for="ready> $", wait_seconds=0.3)
+    assert again.data["wait_for"]["matched"] is None and again.data["wait"]["waited"] >= 0.3, again.text
+    done = call(tools, "send", id="early", text="y", wait_seconds=WINDOW)
+    assert done.data["status"] == "done" and "got y" in done.text, done.text
 
 
 def test_list_marks_the_tasks_that_wait_for_input(tools):
