@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from common.config import SubagentSettings
 from common.names import InvalidName, check_name
+from common.protocol.tools import refuse_unknown_arguments
 from common.waiting import WaitWindow, cap_wait
 from hivesubagent.errors import SubagentError
 from hivesubagent.places.options import ClaudeOptions
@@ -86,16 +87,10 @@ class StatusRequest:
     steps_offset: int = 0
 
 
-def _known(verb: str, args: Mapping[str, Any], fields: tuple[str, ...]) -> None:
-    for key in args:
-        if key not in fields:
-            raise SubagentError(f"{key}: not an argument of {verb} (it takes {', '.join(fields)})")
-
-
 def check_start(args: Mapping[str, Any], settings: SubagentSettings, workdir: Path | None = None,
                 roots: tuple[Path, ...] | None = None) -> StartRequest:
     """`workdir` and `roots`: the engine's resolved --workdir and --allowed-cwd-roots (else from `settings`)."""
-    _known("start", args, START_FIELDS)
+    refuse_unknown_arguments("start", args, START_FIELDS, SubagentError)
     name, trigger = session_name(args.get("name")), args.get("trigger")
     prompt = START_NUDGE if trigger is None else prompt_text(trigger, "trigger")
     model, bounds, path = model_name(args.get("model")), _bounds_of(args, settings), args.get("prompt_file")
@@ -106,19 +101,19 @@ def check_start(args: Mapping[str, Any], settings: SubagentSettings, workdir: Pa
 
 
 def check_continue(args: Mapping[str, Any], settings: SubagentSettings) -> ContinueRequest:
-    _known("continue", args, CONTINUE_FIELDS)
+    refuse_unknown_arguments("continue", args, CONTINUE_FIELDS, SubagentError)
     return ContinueRequest(session_name(args.get("name")), prompt_text(args.get("prompt"), "prompt"),
                            model_name(args.get("model")), _bounds_of(args, settings), claude_options(args))
 
 
 def check_interrupt(args: Mapping[str, Any]) -> InterruptRequest:
-    _known("interrupt", args, ("name", "force"))
+    refuse_unknown_arguments("interrupt", args, ("name", "force"), SubagentError)
     return InterruptRequest(session_name(args.get("name")), _flag(args.get("force", False), "force"))
 
 
 def check_status(args: Mapping[str, Any]) -> StatusRequest:
     """The kind of status asked for, and the fields that go with it (each refusal says which goes with what)."""
-    _known("status", args, STATUS_FIELDS)
+    refuse_unknown_arguments("status", args, STATUS_FIELDS, SubagentError)
     name, names, wait_seconds = args.get("name"), args.get("names"), args.get("wait_seconds")
     every, steps = args.get("all", False), args.get("steps", False)
     result_offset, steps_offset = args.get("result_offset"), args.get("steps_offset")

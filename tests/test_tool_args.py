@@ -1,7 +1,8 @@
 """Each tool's arguments TypedDict (what its handler reads, checked by mypy) declares exactly the keys of the
 tool's input schema (what the registry validates a call against) and requires exactly the ones the schema
 requires, in both daemons: the two declarations sit side by side and must not drift apart. And each tool's
-handler reads its own tool's TypedDict (mypy cannot see a handler bound to another tool's schema).
+handler reads its own tool's TypedDict (mypy cannot see a handler bound to another tool's schema). And each
+engine refuses an argument its verb does not take with its own refusal.
 
 The required keys are read from the annotations (`Required[...]`, `NotRequired[...]`, `total=`), not from
 `__required_keys__`: under `from __future__ import annotations` Python 3.11 files every key of a total=False
@@ -16,7 +17,11 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from hivebash import tools as bash
+from hivebash.errors import EngineError
+from hivebash.verbs import requests as bash_requests
+from hivesubagent import requests as subagent_requests
 from hivesubagent import tools as subagent
+from hivesubagent.errors import SubagentError
 
 ARGS = {
     ("bash", "run"): bash.RunArgs,
@@ -94,3 +99,14 @@ def test_each_schema_is_a_json_schema(key):
     """The registry checks a schema only when it first needs jsonschema for it (argument_schema.py, to keep
     jsonschema out of a daemon's start), so every schema the daemons serve is checked here."""
     Draft202012Validator.check_schema(SCHEMAS[key])
+
+
+@pytest.mark.parametrize(("check", "refusal", "takes"), [
+    (bash_requests.check_list, EngineError, "list (it takes state, limit, offset)"),
+    (subagent_requests.check_interrupt, SubagentError, "interrupt (it takes name, force)"),
+])
+def test_each_engine_refuses_an_argument_its_verb_does_not_take_as_its_own_refusal(check, refusal, takes):
+    """The engines' own check (for callers that bypass the schemas): the unknown field and the known ones."""
+    with pytest.raises(refusal) as refused:
+        check({"bogus": 1})
+    assert str(refused.value) == f"bogus: not an argument of {takes}"

@@ -149,6 +149,15 @@ def _log_call(tool: Tool[Any], arguments: Any, result: ToolResult | None, outcom
     event(log, "tool_call", level, **fields)
 
 
+def refuse_unknown_arguments(verb: str, args: Mapping[str, Any], fields: Sequence[str],
+                             refusal: type[Refusal]) -> None:
+    """Raise `refusal` naming the first argument of `args` that `verb` does not take, and those it takes: an
+    engine's own check, for callers that bypass the tool schemas."""
+    for key in args:
+        if key not in fields:
+            raise refusal(f"{key}: not an argument of {verb} (it takes {', '.join(fields)})")
+
+
 class ToolRegistry:
     """The tools one server offers, by name, in declaration order, and the server-wide guidance a model reads
     once (`instructions`: MCP's `initialize` and `server/discover` carry it; `task_instructions` to a client of

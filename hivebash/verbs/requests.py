@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.names import InvalidName, check_name
+from common.protocol.tools import refuse_unknown_arguments
 from common.waiting import DEFAULT_WAIT_SECONDS, WaitWindow, cap_wait
 from hivebash import output_views as ov
 from hivebash.errors import EngineError
@@ -29,6 +30,12 @@ SEND_LIMIT = 64 * 1024  # bytes one send may write (text, newline and keys)
 SEND_WAIT_DEFAULT = 2.0  # seconds
 KILL_WAIT_SECONDS = 2.0  # how long a kill waits for the end by default
 STATUS_VIEW_FIELDS = ("grep", "context", "from_line", "max_lines", "stream", "new_only", "tail_lines")
+# The arguments each verb takes (an engine caller that bypasses the tool schemas is refused any other).
+RUN_FIELDS = ("cmd", "timeout_secs", "wait_seconds", "wait_for", "stdin", "name", "cwd")
+STATUS_FIELDS = ("id", "ids", "all", "wait_seconds", "wait_for", *STATUS_VIEW_FIELDS)
+SEND_FIELDS = ("id", "text", "keys", "enter", "eof", "wait_seconds", "wait_for")
+KILL_FIELDS = ("id", "force", "wait_seconds")
+LIST_FIELDS = ("state", "limit", "offset")
 
 
 @dataclass(frozen=True)
@@ -90,14 +97,8 @@ class ListRequest:
     offset: int = 0
 
 
-def _known(verb: str, args: Mapping[str, Any], fields: tuple[str, ...]) -> None:
-    for key in args:
-        if key not in fields:
-            raise EngineError(f"{key}: not an argument of {verb} (it takes {', '.join(fields)})")
-
-
 def check_run(args: Mapping[str, Any], limits: Limits) -> RunRequest:
-    _known("run", args, ("cmd", "timeout_secs", "wait_seconds", "wait_for", "stdin", "name", "cwd"))
+    refuse_unknown_arguments("run", args, RUN_FIELDS, EngineError)
     cmd, timeout_secs, cwd = args.get("cmd"), args.get("timeout_secs"), args.get("cwd")
     if not isinstance(cmd, str) or not cmd.strip():
         raise EngineError("cmd: is required and must be a non-empty shell command")
@@ -136,7 +137,7 @@ def _cwd(cwd: object) -> str:
 
 
 def check_status(args: Mapping[str, Any], limits: Limits) -> StatusRequest:
-    _known("status", args, ("id", "ids", "all", "wait_seconds", "wait_for", *STATUS_VIEW_FIELDS))
+    refuse_unknown_arguments("status", args, STATUS_FIELDS, EngineError)
     view = check_view(*(args.get(f) for f in STATUS_VIEW_FIELDS))
     ids, every = args.get("ids"), args.get("all", False)
     if ids is not None and view != ov.ViewRequest():
@@ -151,7 +152,7 @@ def check_status(args: Mapping[str, Any], limits: Limits) -> StatusRequest:
 
 def check_send(args: Mapping[str, Any], limits: Limits) -> SendRequest:
     """The bytes of one send, or a refusal naming the field and what to do."""
-    _known("send", args, ("id", "text", "keys", "enter", "eof", "wait_seconds", "wait_for"))
+    refuse_unknown_arguments("send", args, SEND_FIELDS, EngineError)
     text, keys, enter, eof = args.get("text"), args.get("keys"), args.get("enter"), args.get("eof")
     if text is None and keys is None and not eof and enter is not True:
         raise EngineError("send: nothing to send; give text (a line to type), keys (e.g. [\"ctrl-c\"]) or eof: true")
@@ -177,7 +178,7 @@ def check_send(args: Mapping[str, Any], limits: Limits) -> SendRequest:
 
 
 def check_kill(args: Mapping[str, Any], limits: Limits) -> KillRequest:
-    _known("kill", args, ("id", "force", "wait_seconds"))
+    refuse_unknown_arguments("kill", args, KILL_FIELDS, EngineError)
     force = args.get("force", False)
     if not isinstance(force, bool):
         raise EngineError("force: must be true or false")
@@ -186,7 +187,7 @@ def check_kill(args: Mapping[str, Any], limits: Limits) -> KillRequest:
 
 
 def check_list(args: Mapping[str, Any]) -> ListRequest:
-    _known("list", args, ("state", "limit", "offset"))
+    refuse_unknown_arguments("list", args, LIST_FIELDS, EngineError)
     state, limit, offset = args.get("state"), args.get("limit"), args.get("offset", 0)
     if state is not None and state not in T.SHOWN:
         raise EngineError(f"state: must be one of {', '.join(T.STATE_ORDER)}")
