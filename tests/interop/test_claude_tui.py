@@ -9,7 +9,7 @@ import re
 import psutil
 import pytest
 from daemon_harness import REPO, wait_until
-from kit.claude_tui import tool_results
+from kit.claude_tui import backgrounded_call, tool_results
 from kit.hivebash_testkit import marked_processes
 from kit.mock_messages_api import claude_env
 from raw_mcp import modern
@@ -40,11 +40,6 @@ def test_the_interactive_session_runs_a_command_and_the_model_reads_its_result(b
     tui.wait_pane("tool said: id=tui-inline status=done exit_code=4", 30, "the model's reply on the screen")
 
 
-def _notified(requests):
-    """The first request carrying a <task-notification> (a turn Claude Code starts when a task ends), or None."""
-    return next((r for r in requests if "<task-notification>" in json.dumps(r.body.get("messages"))), None)
-
-
 def test_a_subagent_turn_moves_to_the_background_and_its_answer_arrives_as_a_new_turn(daemon_factory, claude_tui,
                                                                                        claude_bin, mock_api, tmp_path):
     """mcp__subagent__start from the interactive session answers a task: the model gets control back at once,
@@ -57,14 +52,9 @@ def test_a_subagent_turn_moves_to_the_background_and_its_answer_arrives_as_a_new
     recipe = tmp_path / "recipe.md"
     recipe.write_text("You are a careful helper. Answer in one line.\n")
     tui = claude_tui({"subagent": subagent.url})
-    seen = len(mock_api.message_requests())
     call = {"name": "tui-helper", "prompt_file": str(recipe), "trigger": "MOCK:sleep=2 MOCK:reply=nested answer 42"}
-    tui.type("MOCK:tool=mcp__subagent__start " + json.dumps(call))
-    results = mock_api.wait_messages(lambda requests: tool_results(requests[seen:]), 60, "start's tool result")
-    assert 'MCP tool "subagent/start" started server-side task tui-helper-' in results[0], results
-    assert "in the background" in results[0] and "name=tui-helper" in results[0], results
-    notice = mock_api.wait_messages(lambda requests: _notified(requests[seen:]), 60, "the task notification")
-    text = json.dumps(notice.body["messages"])
+    started, text = backgrounded_call(tui, mock_api, "subagent/start", call)
+    assert "name=tui-helper" in started, started
     assert "<status>completed</status>" in text and "nested answer 42" in text, text[-3000:]
     assert "outcome=completed" in text, text[-3000:]
 
@@ -75,14 +65,8 @@ def test_a_command_still_running_after_its_wait_moves_to_the_background_and_its_
     gets a task handle at once with the bash task id; Claude Code polls tasks/get, and when the task ends a new
     turn reaches the model carrying its output."""
     tui = claude_tui({"bash": bash_daemon.url})
-    seen = len(mock_api.message_requests())
     call = {"cmd": "echo first-line; sleep 3; echo task-output-xyz", "name": "tui-bg", "wait_seconds": 1}
-    tui.type("MOCK:tool=mcp__bash__run " + json.dumps(call))
-    results = mock_api.wait_messages(lambda requests: tool_results(requests[seen:]), 60, "run's tool result")
-    assert 'MCP tool "bash/run" started server-side task tui-bg-' in results[0], results
-    assert "in the background" in results[0] and "tui-bg" in results[0], results
-    notice = mock_api.wait_messages(lambda requests: _notified(requests[seen:]), 60, "the task notification")
-    text = json.dumps(notice.body["messages"])
+    _, text = backgrounded_call(tui, mock_api, "bash/run", call)
     assert "<status>completed</status>" in text and "task-output-xyz" in text, text[-3000:]
     assert "id=tui-bg status=done exit_code=0" in text, text[-3000:]
 

@@ -223,6 +223,26 @@ def tool_results(requests: list[LoggedRequest]) -> list[str]:
     return list(dict.fromkeys(texts))
 
 
+def backgrounded_call(tui: ClaudeTUI, mock_api: MockMessagesServer, tool: str,
+                      call: dict[str, Any]) -> tuple[str, str]:
+    """The model calls `tool` ("server/name") with `call` from `tui`; the call must move to the background as the
+    MCP task of `call["name"]`. Returns that tool result's text and the messages of the turn Claude Code starts
+    when the task ends (its <task-notification>), as JSON text."""
+    seen = len(mock_api.message_requests())
+    server, name = tool.split("/")
+    tui.type(f"MOCK:tool=mcp__{server}__{name} " + json.dumps(call))
+    results = mock_api.wait_messages(lambda requests: tool_results(requests[seen:]), 60, f"{name}'s tool result")
+    assert f'MCP tool "{tool}" started server-side task {call["name"]}-' in results[0], results
+    assert "in the background" in results[0], results
+    notice = mock_api.wait_messages(lambda requests: _notified(requests[seen:]), 60, "the task notification")
+    return results[0], json.dumps(notice.body["messages"])
+
+
+def _notified(requests: list[LoggedRequest]) -> LoggedRequest | None:
+    """The first request carrying a <task-notification> (a turn Claude Code starts when a task ends), or None."""
+    return next((r for r in requests if "<task-notification>" in json.dumps(r.body.get("messages"))), None)
+
+
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
