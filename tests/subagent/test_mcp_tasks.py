@@ -49,6 +49,17 @@ def get(url, handle):
     return body["result"]
 
 
+def completed_start(url, prompt_file, tmp_path, name, reply):
+    """A `start` answered as a task (its turn held at a gate until the answer came), followed to the turn's end
+    that says `reply`: the task's handle."""
+    gate = Gate(tmp_path)
+    handle = call(url, "start", {"name": name, "prompt_file": str(prompt_file),
+                                 "trigger": f"FAKE:gate={gate.path}\nFAKE:reply={reply}"})["taskId"]
+    gate.open()
+    wait_until(lambda: get(url, handle)["status"] == "completed", 30, f"the end of {name}'s first turn")
+    return handle
+
+
 def test_start_answers_a_task_that_a_poll_follows_to_the_turns_end(start_daemon, prompt_file, tmp_path, sink):
     daemon = start_daemon()
     gate = Gate(tmp_path)
@@ -130,11 +141,7 @@ def test_cancel_interrupts_the_turn_and_leaves_no_process(start_daemon, prompt_f
 
 def test_a_handle_resolves_after_a_restart(start_daemon, prompt_file, tmp_path):
     daemon = start_daemon()
-    gate = Gate(tmp_path)
-    handle = call(daemon.url, "start", {"name": "survivor", "prompt_file": str(prompt_file),
-                                        "trigger": f"FAKE:gate={gate.path}\nFAKE:reply=before the restart"})["taskId"]
-    gate.open()
-    wait_until(lambda: get(daemon.url, handle)["status"] == "completed", 30, "the end")
+    handle = completed_start(daemon.url, prompt_file, tmp_path, "survivor", "before the restart")
     daemon.stop()
     again = start_daemon()
     done = get(again.url, handle)
@@ -227,11 +234,7 @@ def test_a_turn_stopped_by_a_restart_completes_its_handle_saying_so(start_daemon
 
 def test_continue_answers_a_new_task_that_replaces_the_last_turns(start_daemon, prompt_file, tmp_path):
     daemon = start_daemon()
-    gate = Gate(tmp_path)
-    first = call(daemon.url, "start", {"name": "again", "prompt_file": str(prompt_file),
-                                       "trigger": f"FAKE:gate={gate.path}\nFAKE:reply=turn one"})["taskId"]
-    gate.open()
-    wait_until(lambda: get(daemon.url, first)["status"] == "completed", 30, "the first turn's end")
+    first = completed_start(daemon.url, prompt_file, tmp_path, "again", "turn one")
     later = Gate(tmp_path)
     result = call(daemon.url, "continue", {"name": "again", "prompt": f"FAKE:gate={later.path}\nFAKE:reply=turn two"})
     assert result["resultType"] == "task" and result["taskId"] != first and result["taskId"].startswith("again-")
