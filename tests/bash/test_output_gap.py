@@ -5,10 +5,9 @@ shows a NUL of the hole; each says what was dropped; numbers before the gap are 
 import os
 
 import pytest
+from kit.hivebash_testkit import punch_lines
 
-from common.disk.whole_files import punch_hole
 from hivebash import output_views as ov
-from hivebash.disk.output_limit import line_end_after, line_start_at_or_before
 
 LINES = 200_000
 LIMIT = 1 << 20
@@ -23,16 +22,7 @@ def holed(tmp_path):
     """A file of LINES numbered rows with bytes ~[128 KiB, size - 512 KiB) punched out, cut at line ends."""
     path = tmp_path / "t.out"
     path.write_bytes(b"".join(_row(n) for n in range(1, LINES + 1)))
-    fd = os.open(path, os.O_RDWR)
-    try:
-        start = line_start_at_or_before(fd, LIMIT // 8)
-        end = line_end_after(fd, os.fstat(fd).st_size - LIMIT // 2)
-        try:
-            punch_hole(fd, start, end - start)
-        except OSError as exc:
-            pytest.skip(f"this filesystem cannot punch holes ({exc.strerror})")
-    finally:
-        os.close(fd)
+    start, end = punch_lines(path, LIMIT // 8, path.stat().st_size - LIMIT // 2)
     data = path.read_bytes()
     assert data[start:end] == b"\0" * (end - start)
     head_lines = data[:start].count(b"\n")

@@ -11,13 +11,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from kit.hivebash_testkit import wait_until
+from kit.hivebash_testkit import punch_lines, wait_until
 
-from common.disk.whole_files import punch_hole
 from hivebash.answers.texts import outcome_result
 from hivebash.cli import main
 from hivebash.cli_tail import KeptCopier
-from hivebash.disk.output_limit import line_end_after, line_start_at_or_before
 from hivebash.output_views.kept import Gap
 
 LIMIT = 1 << 20
@@ -26,24 +24,6 @@ DAEMON = str(Path(sys.executable).parent / "hive-bash-daemon")
 
 def _row(n: int) -> bytes:
     return b"row %d\n" % n
-
-
-def _punch(path: Path, start: int, end: int) -> None:
-    fd = os.open(path, os.O_RDWR)
-    try:
-        punch_hole(fd, start, end - start)
-    except OSError as exc:
-        pytest.skip(f"this filesystem cannot punch holes ({exc.strerror})")
-    finally:
-        os.close(fd)
-
-
-def _edges(path: Path, start: int, end: int) -> tuple[int, int]:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return line_start_at_or_before(fd, start), line_end_after(fd, end)
-    finally:
-        os.close(fd)
 
 
 def _task(engine, tid):
@@ -76,8 +56,7 @@ def test_the_copy_skips_the_range_and_one_that_widens_while_it_reads(tmp_path):
     path = tmp_path / "t.out"
     path.write_bytes(b"".join(_row(n) for n in range(1, 200_001)))
     size = path.stat().st_size
-    start, end = _edges(path, 64 << 10, size // 2)
-    _punch(path, start, end)
+    start, end = punch_lines(path, 64 << 10, size // 2)
     recorded = [Gap(start, end, LIMIT)]
     out = io.BytesIO()
     fd = os.open(path, os.O_RDONLY)
@@ -89,8 +68,8 @@ def test_the_copy_skips_the_range_and_one_that_widens_while_it_reads(tmp_path):
         # The task writes on and the guard frees more: from the old start to past what the copy has seen.
         with open(path, "ab") as f:
             f.write(b"".join(_row(n) for n in range(200_001, 400_001)))
-        wider_end = _edges(path, 0, size + (size // 4))[1]
-        _punch(path, end, wider_end)
+        resumed, wider_end = punch_lines(path, end, size + (size // 4))
+        assert resumed == end  # one dropped range, widened
         recorded.append(Gap(start, wider_end, LIMIT))
         copier.copy()
     finally:

@@ -8,10 +8,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
+import pytest
 from daemon_harness import wait_until
 from todo_recorder import TodoRecorder  # noqa: F401 - re-exported for the bash tests
 
 from common.config import BashSettings
+from common.disk.whole_files import punch_hole
+from hivebash.disk.output_limit import line_end_after, line_start_at_or_before
 from hivebash.processes.search import MARKER_ENV
 
 HERE = Path(__file__).parent
@@ -63,6 +66,21 @@ def wait_idle(engine, timeout):
     """Wait until no task is pending or running and every end is on disk."""
     with engine.registry.locked() as tasks:
         return tasks.wait(lambda: all(e.task.terminal for e in tasks.entries()), timeout)
+
+
+def punch_lines(path, start, end):
+    """Free the lines of `path` from the one holding `start` to the end of the one holding `end`, as the output
+    guard frees them (a hole; the test is skipped where the filesystem cannot punch one); returns that range."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        first, last = line_start_at_or_before(fd, start), line_end_after(fd, end)
+        try:
+            punch_hole(fd, first, last - first)
+        except OSError as exc:
+            pytest.skip(f"this filesystem cannot punch holes ({exc.strerror})")
+    finally:
+        os.close(fd)
+    return first, last
 
 
 def marked_processes(marker_prefix=""):
