@@ -44,7 +44,16 @@ class StreamingChannel(HTTPChannel):
     task_class = StreamingTask
     _hangup: Callable[[], None] | None = None
     _sending = False  # this connection's request thread is in a send of its buffer (module doc: Spin)
+    _loop_reads = False  # the serving loop's last look put this connection in its select's read set
     metrics_only = False  # the caller may read /metrics and /healthz alone (GuardedChannel sets it)
+
+    def readable(self) -> bool:
+        """waitress's rule, noted for `loop_sees_no_change`: the flag is cleared before the look, so a request's
+        end that reads it during one takes it as unread and wakes the loop."""
+        self._loop_reads = False
+        reads = bool(super().readable())
+        self._loop_reads = reads
+        return reads
 
     def writable(self) -> bool:
         """Whether the loop's `handle_write` would act now (module doc: Spin): a close to make, or bytes it may
@@ -76,11 +85,13 @@ class StreamingChannel(HTTPChannel):
     def loop_sees_no_change(self) -> bool:
         """Whether the serving loop, woken now, would find this channel as it left it: the request served has
         left `requests` (a wake while it is still served is a write's, and is kept), the connection is open,
-        nothing is left to send or close (`writable`), and the loop was reading it all along (the requests
-        still queued are within the lookahead, so `readable` held while this one was served)."""
+        nothing is left to send or close (`writable`), the requests still queued are within the lookahead, and
+        the loop's last look found the connection readable. A look while the answer's bytes were buffered
+        (`readable` is False then) left it out of the select: without a wake the next request waited for the
+        select's 1 s timeout."""
         if self.requests and self.requests[0] is _SERVING.request:
             return False
-        return bool(self.connected and not self.writable()
+        return bool(self.connected and self._loop_reads and not self.writable()
                     and len(self.requests) < self.adj.channel_request_lookahead)
 
     def on_hangup(self, fn: Callable[[], None] | None) -> None:

@@ -50,6 +50,17 @@ def _app(environ, start_response):
 def served():
     """(server, pulls, turns): the server runs its loop in a thread; `pulls` counts the trigger's physical
     pulls, `turns` the loop's turns (one select each)."""
+    yield from _serving(select_timeout=1.0)
+
+
+@pytest.fixture
+def served_patiently():
+    """`served` with a select that waits a minute: a wake left out hangs the exchange (its 5 s timeout fails the
+    test), where the daemons' 1 s timeout only delays it."""
+    yield from _serving(select_timeout=60.0)
+
+
+def _serving(select_timeout: float):
     server = _create_server(_app, ServerSettings(host="127.0.0.1", port=0, threads=2))
     pulls = [0]
     real = server.trigger.pull_trigger
@@ -64,7 +75,7 @@ def served():
 
     def serve() -> None:  # waitress's own loop, one turn at a time, so that this thread can end it and close
         while not stop.is_set():
-            wasyncore.loop(timeout=1.0, map=server._map, count=1)
+            wasyncore.loop(timeout=select_timeout, map=server._map, count=1)
             turns[0] += 1
         server.task_dispatcher.shutdown()
         server.close()
@@ -244,3 +255,32 @@ def test_a_send_the_request_thread_left_short_is_finished_by_the_loop(served):
             got += chunk
     head, _, body = bytes(got).partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 OK") and body == HUGE_BODY
+
+
+def test_a_connection_the_loop_last_saw_unreadable_is_read_again_after_its_request(served_patiently):
+    """While an answer's first bytes wait in the buffer, `readable` is False: a loop woken then (here by the
+    test) selects without the connection. The request thread then sends the rest and ends with nothing left to
+    send; that end must wake the loop, or the next request on the connection waits for the select's timeout
+    (the daemons' 1 s stalls of one call in ~100)."""
+    server, pulls, turns = served_patiently
+    gate = threading.Event()
+    _trickle_gates.append(gate)
+    conn = http.client.HTTPConnection("127.0.0.1", server.effective_port, timeout=5)
+    answer: list[tuple[int, bytes]] = []
+    client = threading.Thread(target=lambda: answer.append(_exchange(conn, "/trickle")), daemon=True)
+    client.start()
+    try:
+        channel = wait_until(lambda: _served_with_bytes_buffered(server) and _buffering(server), 10,
+                             "the request to wait with its first bytes buffered")
+        start = turns[0]
+        server.pull_trigger()  # the loop looks at the connection while it holds those bytes
+        wait_until(lambda: turns[0] > start, 10, "the loop's turn after the wake")
+        assert channel.total_outbufs_len and channel.requests, "the bytes left the buffer before the loop looked"
+    finally:
+        gate.set()
+        _trickle_gates.remove(gate)
+    client.join(10)
+    assert answer == [(200, TRICKLE_HEAD + TRICKLE_REST)]
+    _all_idle(server)
+    assert _exchange(conn, "/long") == (200, LONG_BODY)  # read at once: the loop was woken at the end
+    conn.close()
