@@ -133,19 +133,33 @@ class ClaudeTUI:
             return []
 
     def stop(self) -> None:
-        """End claude as a closed terminal does (SIGHUP; SIGKILL to what is left after 3 s) and its tmux
-        server; fail if a process of it is left."""
+        """End claude as a closed terminal does (SIGHUP; SIGKILL to what still runs after 3 s) and its tmux
+        server; fail if a process of it still runs."""
         left = self.processes()
         for proc in left:
             _signal(proc, signal.SIGHUP)
-        _, alive = psutil.wait_procs(left, timeout=3)
+        alive = still_running(left, 3)
         for proc in alive:
             _signal(proc, signal.SIGKILL)
         subprocess.run([self.tmux, "-S", str(self.socket), "kill-server"], capture_output=True, timeout=10)
-        _, alive = psutil.wait_procs(alive, timeout=5)
+        alive = still_running(alive, 5)
         shutil.rmtree(self.dir, ignore_errors=True)
-        alive = [p for p in alive if _status(p) not in (None, psutil.STATUS_ZOMBIE)]
         assert not alive, f"claude's processes outlived SIGKILL: {alive}"
+
+
+def still_running(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Those of `procs` that still run once none does or `timeout` s have passed (polled: they are not ours).
+
+    An exited process counts as ended whether or not its parent has reaped it, unlike psutil.wait_procs: the tmux
+    server can leave claude a zombie until the server itself exits. Debian's tmux records panes with libutempter,
+    which runs its helper with SIGCHLD set to the default action when a pane's terminal closes; claude's SIGCHLD,
+    arriving in that window, is dropped, and tmux reaps only on a SIGCHLD."""
+    deadline = time.monotonic() + timeout
+    while True:
+        running = [proc for proc in procs if not _ended(proc)]
+        if not running or time.monotonic() > deadline:
+            return running
+        time.sleep(0.05)
 
 
 def input_box(screen: str) -> str:
@@ -162,11 +176,13 @@ def _squeezed(text: str) -> str:
     return "".join(text.split())
 
 
-def _status(proc: psutil.Process) -> str | None:
+def _ended(proc: psutil.Process) -> bool:
+    """Gone, or a zombie with no thread left: a main thread that exits alone shows as a zombie while the
+    process's other threads still run."""
     try:
-        return proc.status()
+        return proc.status() == psutil.STATUS_ZOMBIE and proc.num_threads() <= 1
     except psutil.NoSuchProcess:
-        return None
+        return True
 
 
 def _signal(proc: psutil.Process, sig: int) -> None:
