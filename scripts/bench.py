@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_support import BenchContext, Row, choose_workdir, format_table
 
-AREAS = ["transport", "bash", "input", "flood", "progress", "tasks", "scale", "todos", "subagent", "sessions", "start"]
+AREAS = ["transport", "bash", "input", "flood", "progress", "tasks", "scale", "todos", "subagent", "subagent_tasks",
+         "sessions", "start"]
 
 
 def main() -> int:

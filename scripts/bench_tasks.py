@@ -44,16 +44,33 @@ def _tracked(client: TasksConnection, n: int) -> list[str]:
     return handles
 
 
-def _cpu(pid: int) -> float:
+def cpu_seconds(pid: int) -> float:
     times = psutil.Process(pid).cpu_times()
     return times.user + times.system
 
 
-def _idle_rate(pid: int, seconds: float = 2.0) -> float:
+def idle_rate(pid: int, seconds: float = 2.0) -> float:
     """The daemon's CPU seconds per second while nobody calls it."""
-    before = _cpu(pid)
+    before = cpu_seconds(pid)
     time.sleep(seconds)
-    return (_cpu(pid) - before) / seconds
+    return (cpu_seconds(pid) - before) / seconds
+
+
+def interleaved_cost(pid: int, calls: dict, n: int) -> tuple[dict[str, list[float]], dict[str, float], float]:
+    """Each of `calls` (name -> fn) n times, in ten interleaved rounds: (round trips, daemon CPU ms per call less
+    its idle rate, the idle rate)."""
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    cpu: dict[str, float] = dict.fromkeys(calls, 0.0)
+    for fn in calls.values():
+        timed(fn, 50)  # warm-up
+    idle = idle_rate(pid)
+    for _ in range(10):
+        for name, fn in calls.items():
+            before, started = cpu_seconds(pid), time.monotonic()
+            samples[name] += timed(fn, n // 10)
+            # Less what the daemon spends meanwhile without any call (the tracked tasks, housekeeping).
+            cpu[name] += cpu_seconds(pid) - before - idle * (time.monotonic() - started)
+    return samples, {name: cpu[name] / len(samples[name]) * 1000 for name in calls}, idle
 
 
 def poll_cost(ctx):
@@ -65,19 +82,9 @@ def poll_cost(ctx):
         handles = _tracked(client, TRACKED)
         task_id = handles[0].rsplit("-", 1)[0]
         calls = {"get": lambda: client.get(handles[0]), "status": lambda: client.call("status", {"id": task_id})}
-        samples: dict[str, list[float]] = {"get": [], "status": []}
-        cpu: dict[str, float] = {"get": 0.0, "status": 0.0}
-        for fn in calls.values():
-            timed(fn, 50)  # warm-up
-        idle = _idle_rate(d.proc.pid)
-        for _ in range(10):
-            for name, fn in calls.items():
-                before, started = _cpu(d.proc.pid), time.monotonic()
-                samples[name] += timed(fn, n // 10)
-                # Less what the daemon spends meanwhile without any call (64 workers, housekeeping).
-                cpu[name] += _cpu(d.proc.pid) - before - idle * (time.monotonic() - started)
+        samples, cpu, idle = interleaved_cost(d.proc.pid, calls, n)
         client.close()
-    get_cpu, status_cpu = (cpu[k] / len(samples[k]) * 1000 for k in ("get", "status"))
+    get_cpu, status_cpu = cpu["get"], cpu["status"]
     (gmed, gp99), (smed, sp99) = percentiles(samples["get"]), percentiles(samples["status"])
     return [Row("tasks", "tasks/get of a running task: daemon CPU", "ms", get_cpu, None, n, "status(id)", status_cpu,
                 target="< 1 ms, well under", ok=get_cpu < 1.0, note=f"less {idle * 1000:.1f} ms/s idle"),
@@ -85,44 +92,58 @@ def poll_cost(ctx):
                 note=f"status(id) p99 {sp99:.3f} ms")]
 
 
+class Poller:
+    """`client` polling each of `handles` once a second, spread over the second (a client polls each on its own
+    timer), on a thread of its own, while `polling` is set."""
+
+    def __init__(self, client: TasksConnection, handles: list[str]):
+        self.client, self.handles = client, handles
+        self.polling, self.stop = threading.Event(), threading.Event()
+        self.polls = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop.is_set():
+            start = time.monotonic()
+            for i, handle in enumerate(self.handles):
+                if self.polling.is_set():
+                    self.client.get(handle)
+                    self.polls += 1
+                self.stop.wait(max(0.0, start + (i + 1) / len(self.handles) - time.monotonic()))
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(5)
+        self.client.close()
+
+
+def polled_and_quiet(poller: Poller, fn, n: int) -> dict[str, list[float]]:
+    """fn's round trips while the poller polls and while it does not, n of each in ten interleaved rounds."""
+    timed(fn, 30)  # warm-up
+    samples: dict[str, list[float]] = {"polled": [], "quiet": []}
+    for _ in range(10):
+        for name in samples:
+            (poller.polling.set if name == "polled" else poller.polling.clear)()
+            time.sleep(1.1 if name == "polled" else 0.0)  # a whole second of polls before the calls
+            samples[name] += timed(fn, n // 10)
+    poller.polling.clear()
+    return samples
+
+
 def round_trip_under_polls(ctx):
     """run("true", wait_seconds=30) while a client polls 64 tracked tasks once a second, and with no polling,
     interleaved in rounds (the same daemon, the tasks tracked in both)."""
     n = ctx.reps(400, 80)
     with Daemon(DAEMON, ctx.workdir / "tasks-polls", env=ENV) as d:
-        poller, caller = TasksConnection(d.port), McpConnection(d.port)
-        handles = _tracked(poller, TRACKED)
-        polling = threading.Event()
-        stop = threading.Event()
-        polls = [0]
-
-        def poll_each_second():
-            """Each task once a second, spread over the second (a client polls each on its own timer)."""
-            while not stop.is_set():
-                start = time.monotonic()
-                for i, handle in enumerate(handles):
-                    if polling.is_set():
-                        poller.get(handle)
-                        polls[0] += 1
-                    stop.wait(max(0.0, start + (i + 1) / len(handles) - time.monotonic()))
-
-        thread = threading.Thread(target=poll_each_second, daemon=True)
-        thread.start()
-        fn = lambda: caller.call("run", {"cmd": "true", "wait_seconds": 30})  # noqa: E731
-        timed(fn, 30)  # warm-up
-        samples: dict[str, list[float]] = {"polled": [], "quiet": []}
-        for _ in range(10):
-            for name in samples:
-                (polling.set if name == "polled" else polling.clear)()
-                time.sleep(1.1 if name == "polled" else 0.0)  # a whole second of polls before the calls
-                samples[name] += timed(fn, n // 10)
-        stop.set()
-        thread.join(5)
+        client, caller = TasksConnection(d.port), McpConnection(d.port)
+        poller = Poller(client, _tracked(client, TRACKED))
+        samples = polled_and_quiet(poller, lambda: caller.call("run", {"cmd": "true", "wait_seconds": 30}), n)
         poller.close()
         caller.close()
     (pmed, pp99), (qmed, qp99) = percentiles(samples["polled"]), percentiles(samples["quiet"])
     return [Row("tasks", f'run("true") while {TRACKED} tracked tasks are polled each second', "ms", pmed, pp99, n,
-                "no polling", qmed, target="<= 1.10x", ok=pmed <= 1.10 * qmed, note=f"{polls[0]} polls"),
+                "no polling", qmed, target="<= 1.10x", ok=pmed <= 1.10 * qmed, note=f"{poller.polls} polls"),
             Row("tasks", "  baseline: the same call, no polling", "ms", qmed, qp99, n)]
 
 
