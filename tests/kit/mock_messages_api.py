@@ -196,7 +196,9 @@ class MockMessagesServer(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}"
 
     def start(self) -> MockMessagesServer:
-        self._thread = threading.Thread(target=self.serve_forever, name="mock-messages-api", daemon=True)
+        # shutdown() waits for the loop's next look at its flag: socketserver's 0.5 s made every stop cost that.
+        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="mock-messages-api", daemon=True)
         self._thread.start()
         return self
 
