@@ -110,3 +110,22 @@ def test_each_engine_refuses_an_argument_its_verb_does_not_take_as_its_own_refus
     with pytest.raises(refusal) as refused:
         check({"bogus": 1})
     assert str(refused.value) == f"bogus: not an argument of {takes}"
+
+
+ENGINE_FIELDS = {
+    ("bash", "run"): bash_requests.RUN_FIELDS,
+    ("bash", "status"): bash_requests.STATUS_FIELDS,
+    ("bash", "send"): bash_requests.SEND_FIELDS,
+    ("bash", "kill"): bash_requests.KILL_FIELDS,
+    ("bash", "list"): bash_requests.LIST_FIELDS,
+    ("subagent", "start"): subagent_requests.START_FIELDS,
+    ("subagent", "continue"): subagent_requests.CONTINUE_FIELDS,
+    ("subagent", "status"): subagent_requests.STATUS_FIELDS,
+}
+
+
+@pytest.mark.parametrize("key", sorted(ENGINE_FIELDS), ids="-".join)
+def test_each_engines_argument_names_are_its_tools_schema_keys(key):
+    """The engines' own check of argument names (for callers that bypass the schemas) and the schema the
+    registry validates against name the same arguments."""
+    assert sorted(ENGINE_FIELDS[key]) == sorted(SCHEMAS[key]["properties"])
