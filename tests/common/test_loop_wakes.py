@@ -5,6 +5,7 @@ this process so that its trigger and its turns can be counted, driven over real 
 left out where one was needed would leave an answer or a close waiting for the loop's 1 s select timeout;
 each case checks that the loop was woken and the exchange done."""
 
+import contextlib
 import http.client
 import socket
 import threading
@@ -192,24 +193,32 @@ def _wakes_take_one_turn_each(server, turns) -> None:
     assert turns[0] - start <= 6, f"{turns[0] - start} turns of the loop for 3 wakes: it spun"
 
 
-def test_the_loop_does_not_spin_on_a_few_bytes_a_running_request_left(served):
-    """Below send_bytes, waitress's `handle_write` leaves the bytes to the request (its next write or its
-    end) while its `writable` held: the loop came straight back for as long as the request ran."""
-    server, _, turns = served
+@contextlib.contextmanager
+def _trickling(server, timeout: float):
+    """A /trickle exchange on a new keep-alive connection, held at its gate while the block runs (the request's
+    first bytes wait in the buffer); on leaving, the gate opens and the whole answer must arrive."""
     gate = threading.Event()
     _trickle_gates.append(gate)
-    conn = http.client.HTTPConnection("127.0.0.1", server.effective_port, timeout=10)
+    conn = http.client.HTTPConnection("127.0.0.1", server.effective_port, timeout=timeout)
     answer: list[tuple[int, bytes]] = []
     client = threading.Thread(target=lambda: answer.append(_exchange(conn, "/trickle")), daemon=True)
     client.start()
     try:
-        wait_until(lambda: _served_with_bytes_buffered(server), 10, "the request to wait with its first bytes")
-        _wakes_take_one_turn_each(server, turns)
+        yield conn
     finally:
         gate.set()
         _trickle_gates.remove(gate)
     client.join(10)
     assert answer == [(200, TRICKLE_HEAD + TRICKLE_REST)]
+
+
+def test_the_loop_does_not_spin_on_a_few_bytes_a_running_request_left(served):
+    """Below send_bytes, waitress's `handle_write` leaves the bytes to the request (its next write or its
+    end) while its `writable` held: the loop came straight back for as long as the request ran."""
+    server, _, turns = served
+    with _trickling(server, timeout=10) as conn:
+        wait_until(lambda: _served_with_bytes_buffered(server), 10, "the request to wait with its first bytes")
+        _wakes_take_one_turn_each(server, turns)
     conn.close()
 
 
@@ -262,25 +271,14 @@ def test_a_connection_the_loop_last_saw_unreadable_is_read_again_after_its_reque
     test) selects without the connection. The request thread then sends the rest and ends with nothing left to
     send; that end must wake the loop, or the next request on the connection waits for the select's timeout
     (the daemons' 1 s stalls of one call in ~100)."""
-    server, pulls, turns = served_patiently
-    gate = threading.Event()
-    _trickle_gates.append(gate)
-    conn = http.client.HTTPConnection("127.0.0.1", server.effective_port, timeout=5)
-    answer: list[tuple[int, bytes]] = []
-    client = threading.Thread(target=lambda: answer.append(_exchange(conn, "/trickle")), daemon=True)
-    client.start()
-    try:
+    server, _, turns = served_patiently
+    with _trickling(server, timeout=5) as conn:
         channel = wait_until(lambda: _served_with_bytes_buffered(server) and _buffering(server), 10,
                              "the request to wait with its first bytes buffered")
         start = turns[0]
         server.pull_trigger()  # the loop looks at the connection while it holds those bytes
         wait_until(lambda: turns[0] > start, 10, "the loop's turn after the wake")
         assert channel.total_outbufs_len and channel.requests, "the bytes left the buffer before the loop looked"
-    finally:
-        gate.set()
-        _trickle_gates.remove(gate)
-    client.join(10)
-    assert answer == [(200, TRICKLE_HEAD + TRICKLE_REST)]
     _all_idle(server)
     assert _exchange(conn, "/long") == (200, LONG_BODY)  # read at once: the loop was woken at the end
     conn.close()
