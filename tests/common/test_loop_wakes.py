@@ -74,12 +74,10 @@ def _serving(select_timeout: float):
     stop = threading.Event()
     turns = [0]
 
-    def serve() -> None:  # waitress's own loop, one turn at a time, so that this thread can end it and close
+    def serve() -> None:  # waitress's own loop, one turn at a time, so that the fixture can end it
         while not stop.is_set():
             wasyncore.loop(timeout=select_timeout, map=server._map, count=1)
             turns[0] += 1
-        server.task_dispatcher.shutdown()
-        server.close()
 
     loop = threading.Thread(target=serve, daemon=True)
     loop.start()
@@ -88,6 +86,10 @@ def _serving(select_timeout: float):
     real()  # the loop's last turn
     loop.join(10)
     assert not loop.is_alive()
+    # Closed here, after the join: closed by the loop thread, the trigger could be gone before the pull above
+    # (a turn that ends on its own sees `stop` first), and the pull failed with EBADF.
+    server.task_dispatcher.shutdown()
+    server.close()
 
 
 def _exchange(conn: http.client.HTTPConnection, path: str) -> tuple[int, bytes]:
@@ -133,6 +135,7 @@ def test_a_request_that_closes_its_connection_wakes_the_loop(served):
     conn.request("POST", "/long", body=b"{}", headers={"Content-Type": "application/json", "Connection": "close"})
     response = conn.getresponse()
     assert (response.status, response.read()) == (200, LONG_BODY)
+    _all_idle(server)  # the answer, sent whole, can reach the client before the service's end makes the wake
     assert pulls[0] - before >= 1, "a close is the loop's to make"
     conn.close()
 
