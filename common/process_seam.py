@@ -24,7 +24,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
 import psutil
@@ -39,11 +39,13 @@ _AFTER_SIGKILL_WAIT = 0.05
 @dataclass(frozen=True)
 class ProcInfo:
     """A live process identified as ours: the pid plus its start time, which together name it; `marker` is the
-    bash task it belongs to ("" for a process found as a descendant)."""
+    bash task it belongs to ("" for a process found as a descendant); `pgid` its group when it was found, where
+    the search read it (a fact of that moment, not part of its name)."""
 
     pid: int
     create_time: float
     marker: str = ""
+    pgid: int | None = field(default=None, compare=False)
 
 
 class Leader(Protocol):

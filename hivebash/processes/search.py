@@ -199,9 +199,9 @@ def _find_everywhere(markers: dict[str, int | None], skip: set[int]) -> dict[str
     facts = _every_process()
     found: dict[str, list[ProcInfo]] = {m: [] for m in markers}
     for pid, marker in _owners(facts, markers).items():
-        _, created, _, _, status = facts[pid]
+        _, created, _, pgid, status = facts[pid]
         if pid not in skip and status != psutil.STATUS_ZOMBIE:
-            found[marker].append(ProcInfo(pid, created, marker))
+            found[marker].append(ProcInfo(pid, created, marker, pgid))
     return found
 
 

@@ -5,6 +5,7 @@ is still ours)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from common.process_seam import ProcInfo
 from hivebash.processes.ops import TaskProcessOps
@@ -57,3 +58,20 @@ class TaskProcesses:
 
     def _forced(self) -> bool:
         return self.task.kill_signal == "SIGKILL"
+
+
+def stop_until_none_found(find: Callable[[], list[ProcInfo]], stop: Callable[[list[ProcInfo]], None],
+                          rounds: int = 3) -> list[ProcInfo]:
+    """Stop what `find` finds, and search again until it finds nothing (at most `rounds` searches): a shell
+    in a loop forks its next command between a search and the signal by pid, and that child, not yet seen,
+    outlived the kill (a restart's leftover `seq` wrote on past the output limit). Returns what was stopped."""
+    stopped: list[ProcInfo] = []
+    seen: set[tuple[int, float]] = set()
+    for _ in range(rounds):
+        procs = [p for p in find() if (p.pid, p.create_time) not in seen]
+        if not procs:
+            break
+        stop(procs)
+        stopped += procs
+        seen.update((p.pid, p.create_time) for p in procs)
+    return stopped

@@ -9,12 +9,16 @@ start time not before the task was submitted, so a recycled pid is never taken f
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import time
 
+from common.process_seam import ProcInfo
 from common.protocol.mcp_tasks import poll_interval_ms
 from hivebash.disk.end_room import output_sizes
 from hivebash.disk.output_limit import settle_dropped
 from hivebash.processes.ops import TaskProcessOps
+from hivebash.processes.task_processes import stop_until_none_found
 from hivebash.tasks import task as T
 from hivebash.tasks.record import record_of
 from hivebash.tasks.task import Task, TaskResult
@@ -83,10 +87,22 @@ def _note(task: Task, alive: bool) -> str:
 
 def _stop_stale_processes(stale: list[Task], kill_grace: float, ops: TaskProcessOps) -> set[str]:
     """Stop the processes of `stale` as by a forced kill; return the markers of the tasks that had any."""
-    found = ops.find({t.marker: None for t in stale}, descendants_only=False)
     by_marker = {t.marker: t for t in stale}
-    victims = [p for m, procs in found.items() for p in procs if p.create_time >= by_marker[m].submitted_at - 1.0]
-    if victims:
-        log.warning("stopping %d leftover process(es) of interrupted tasks", len(victims))
-        ops.stop(victims, force=True, deadline=time.monotonic() + kill_grace)
-    return {p.marker for p in victims}
+
+    def victims() -> list[ProcInfo]:
+        found = ops.find({m: None for m in by_marker}, descendants_only=False)
+        return [p for m, procs in found.items() for p in procs if p.create_time >= by_marker[m].submitted_at - 1.0]
+
+    def stop(procs: list[ProcInfo]) -> None:
+        # The groups first: a group's SIGKILL reaches the child a shell is forking at that moment, which a
+        # signal by pid misses (the pids come from a scan of the machine that takes milliseconds, and a child
+        # in the middle of its exec shows no environment, so no marker, to it). Each group id was read from
+        # a live process of the task during that scan; our own group is never one of them.
+        for pgid in {p.pgid for p in procs if p.pgid is not None} - {os.getpgrp()}:
+            ops.signal_group(pgid, signal.SIGKILL)
+        ops.stop(procs, force=True, deadline=time.monotonic() + kill_grace)
+
+    stopped = stop_until_none_found(victims, stop)
+    if stopped:
+        log.warning("stopped %d leftover process(es) of interrupted tasks", len(stopped))
+    return {p.marker for p in stopped}

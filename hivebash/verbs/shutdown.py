@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+from common.process_seam import ProcInfo
+from hivebash.processes.task_processes import stop_until_none_found
 from hivebash.tasks import task as T
 from hivebash.verbs.rooms import Rooms
 from hivebash.verbs.run import SHUT_DOWN_PENDING
@@ -24,8 +26,13 @@ def shut_down(rooms: Rooms, timeout: float) -> None:
         r.join(max(0.0, deadline - time.monotonic()))
     markers: dict[str, int | None] = {m: None for m in rooms.our_markers()}
     if markers:
-        found = rooms.ops.find(markers, rooms.subreaper, leaders=rooms.reaper.leaders())
-        procs = [p for ps in found.values() for p in ps]
-        rooms.reaper.remember(procs)
-        rooms.ops.stop(procs, force=True, deadline=time.monotonic() + 0.5)
+        def leftovers() -> list[ProcInfo]:
+            found = rooms.ops.find(markers, rooms.subreaper, leaders=rooms.reaper.leaders())
+            return [p for ps in found.values() for p in ps]
+
+        def stop(procs: list[ProcInfo]) -> None:
+            rooms.reaper.remember(procs)
+            rooms.ops.stop(procs, force=True, deadline=time.monotonic() + 0.5)
+
+        stop_until_none_found(leftovers, stop)
     rooms.reaper.reap(rooms.our_markers)

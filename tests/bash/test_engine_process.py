@@ -72,3 +72,26 @@ def test_restart_after_kill_9_marks_tasks_interrupted_and_keeps_output(engine_pr
         assert engine.run("echo again", name="long", wait_seconds=10).view.stdout.text == "again\n"
     finally:
         engine.shutdown()
+
+
+@pytest.mark.slow
+def test_a_restart_stops_the_children_a_stale_shell_forks_while_it_is_stopped(engine_process, tmp_path):
+    """A leftover shell forks on while the restart searches for it: what it forked between the search and the
+    signal was not yet seen, and must be found by the next search (not outlive the restart by five minutes)."""
+    ep = engine_process()
+    ep.call({"op": "run", "name": "forker", "wait_seconds": 0,
+             "cmd": "i=0; while [ $i -lt 1500 ]; do sleep 300 & i=$((i+1)); sleep 0.002; done; wait"})
+    marker = json.loads((tmp_path / "state" / "bash-tasks" / "forker.json").read_text())["marker"]
+    assert wait_until(lambda: len(marked_processes(marker)) >= 5)
+    os.kill(ep.proc.pid, signal.SIGKILL)
+    ep.proc.wait(10)
+
+    engine = Engine(settings(tmp_path), TodoRecorder())
+    engine.open()
+    try:
+        assert engine.status("forker").view.task.state == "interrupted"
+        wait_until(lambda: marked_processes(marker) == [], 5, "the stale task's processes to be gone")
+    finally:
+        engine.shutdown()
+        for pid in marked_processes(marker):  # what outlived a failing restart
+            os.kill(pid, signal.SIGKILL)

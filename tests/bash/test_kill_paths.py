@@ -153,13 +153,15 @@ def test_kill_of_a_finished_task_without_leftovers_does_nothing(make_engine, ops
 def test_shutdown_kills_running_cancels_pending_and_sweeps(make_engine, ops):
     engine = make_engine(ops=ops, max_running=1)
     pid = start(engine, ops, "running")
+    left = ops.left_behind("running", 2)  # in sessions of their own: out of the group kill's reach
     engine.run("queued", name="queued", wait_seconds=0)
     engine.shutdown(timeout=10)
     assert group_signals(ops, pid) == [KILL]
     assert [c[2] for c in ops.ops("spawn")] == ["work"]
     for name in ("running", "queued"):
         assert engine.status(name).view.task.state == "interrupted"
-    assert ops.ops("stop")[-1][2] is True  # the final sweep is forced
+    assert ops.ops("stop")[-1] == ("stop", left, True)  # the final sweep stops them, forced
+    assert ops.processes_of("running") == []
 
 
 def test_restart_stops_what_a_dead_daemon_left_and_records_interrupted(tmp_path, ops):
