@@ -4,6 +4,7 @@ hive-bash-daemon driven through the MCP client (see docs_examples.py)."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -19,9 +20,14 @@ WORKDIR = "/root/work"
 FIXED_RSS = "75.0MiB"  # the daemon's own high-water mark, which every task inherits (docs/tools/bash.md)
 
 
+def whole_seconds(seconds: str) -> int:
+    """The whole seconds the examples' tasks sleep: load adds time (up to a second is cut off), and a task's
+    duration can read a few ms short of its sleep (its clock starts once its worker is back from the spawn)."""
+    return math.floor(float(seconds) + 0.1)
+
+
 def _whole_seconds(m: re.Match) -> str:
-    """Down to whole seconds: the examples' tasks sleep whole seconds, and load only ever adds time."""
-    return f"{m[1]}{int(float(m[2])):.2f}{m[3]}"
+    return f"{m[1]}{whole_seconds(m[2]):.2f}{m[3]}"
 
 
 def _age_column(m: re.Match) -> str:
@@ -37,7 +43,7 @@ NORMALIZE_PATTERNS = [
     (r"(?m)^(\S+ +(?:pending|running|done|timed_out|killed|interrupted) +)(\d+[smhd])(?=  )", _age_column),
     (r'"(submitted_at|started_at|ended_at)":( ?)[\d.]+', r'"\1":\g<2>1764576000.25'),
     (r'"pid":( ?)\d+', r'"pid":\g<1>48207'),
-    (r'"(duration|waited)":( ?)([\d.]+)', lambda m: f'"{m[1]}":{m[2]}{int(float(m[3])):.1f}'),
+    (r'"(duration|waited)":( ?)([\d.]+)', lambda m: f'"{m[1]}":{m[2]}{whole_seconds(m[3]):.1f}'),
     (r'"(cpu_seconds|cpu_user|cpu_system)":( ?)[\d.]+', r'"\1":\g<2>0.002'),
     (r'"max_rss_bytes":( ?)\d+', r'"max_rss_bytes":\g<1>78643200'),
     (r'"leftover_pids":( ?)\[[\d, ]+\]', r'"leftover_pids":\g<1>[48213]'),

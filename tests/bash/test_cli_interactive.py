@@ -149,6 +149,8 @@ def test_a_daemon_that_leads_its_session_never_takes_a_tasks_terminal(daemon_fac
     pid = leader.proc.pid
     assert os.getsid(pid) == pid
     hb(leader, "run", "--stdin", "tty", "--name", "py", "python3 -i -q")
+    code, out = hb(leader, "status", "py", "--wait", "20", "--wait-for", ">>> $")  # the first prompt (as above)
+    assert code == 0 and ">>> " in out, out
     code, out = hb(leader, "send", "py", "os_ok = 1 + 1; print(os_ok)", "--wait-for", ">>> $", "--wait", "20")
     assert code == 0 and "\n2\n" in out, out
     with open(f"/proc/{pid}/stat") as f:
