@@ -135,7 +135,9 @@ def test_where_no_range_can_be_freed_the_task_is_stopped_at_the_limit(make_engin
         note = answer.task.result.note
         assert "stdout reached --max-output-bytes 1.0MiB" in note and "cannot free" in note, note
         size = os.path.getsize(root / "state" / "bash-tasks" / f"{answer.task.id}.out")
-        assert LIMIT <= size <= LIMIT + SLACK, size
+        # head of /dev/zero into ramfs is a flood like `yes`: under load it wrote 21 MB past the limit before the
+        # look that stopped it came (its first look alone comes LOOK_MIN after the spawn: ~10 MB at 2 GB/s)
+        assert LIMIT <= size <= LIMIT + FLOOD_SLACK, size
         assert not answer.task.dropped
     finally:
         subprocess.run(["umount", "-l", str(root)], capture_output=True)
