@@ -10,11 +10,12 @@ views show whole lines on both sides of it.
 Where the filesystem cannot free a range (ramfs, vfat, NFS before 4.2: EOPNOTSUPP), the task is stopped at the
 limit as `killed`, saying why: its output is never silently lost and the disk never fills.
 
-Cost: nothing per write. One thread (OutputGuard) looks at the size on disk (fstat: st_blocks) of each running
-task's files, each as often as its growth needs: every LOOK_MAX seconds at most, sooner when the file could
-reach the limit before then at the rate it grows (FAST_RATE at least). A task is watched from its spawn, its
-first look LOOK_MIN later (a task that ends sooner costs a dict entry); at its end one last look, so it ends
-under the limit whatever it wrote between looks. A writer faster than the looks (`yes`: ~1.5 GB/s) overshoots by
+Cost: nothing per write. One thread (OutputGuard) looks at the size on disk (a stat: st_blocks; a file is opened
+only once a range of it is to be freed) of each running task's files, each as often as its growth needs: every
+LOOK_MAX seconds at most, sooner when the file could reach the limit before then at the rate it grows (FAST_RATE
+at least). A task is watched from its spawn, its first look LOOK_MIN later (a task that ends sooner costs a dict
+entry); at its end one last look where a file passed the trigger, so it ends under the limit whatever it wrote
+between looks. A writer faster than the looks (`yes`: ~1.5 GB/s) overshoots by
 what it writes in one interval (a few MB) until the next look. Where the daemon may, the guard's thread runs at a
 higher priority than the tasks (a loaded machine delayed its looks by tens of ms).
 """
@@ -70,7 +71,7 @@ class Watched:
 
     stream: str
     path: str
-    fd: int | None = None  # open for writing (fallocate needs it), from the first look
+    fd: int | None = None  # open for writing (fallocate needs it), from the first look that frees a range
     next_look: float = 0.0
     last_size: int = 0
     last_at: float = 0.0
@@ -186,9 +187,9 @@ class OutputGuard:
 
     def finish(self, task: Task, sizes: dict[str, int], paths: Callable[[], dict[str, str]]) -> int:
         """The task's shell ended (`sizes`: its files' sizes now): one last look at its files, so its last
-        burst is cut too, then forget them. A task that ended before it was watched is looked at only when a
-        file is over the limit (most tasks: no syscall, no lock). Returns the files' bytes on disk (their sizes
-        where they were not looked at)."""
+        burst is cut too, then forget them. A task whose files are under the trigger is not looked at again
+        (most tasks: no syscall; no lock either when it ended before it was watched). Returns the files' bytes
+        on disk (their sizes where they were not looked at)."""
         if not self.limit:
             return sum(sizes.values())
         small = max(sizes.values(), default=0) <= trigger_bytes(self.limit)
@@ -199,7 +200,7 @@ class OutputGuard:
         else:
             with self._changed:
                 files = self._watched.pop(id(task))[1]
-            if small and all(w.fd is None for w in files):  # never looked at, and nothing to cut: no syscall
+            if small and all(w.fd is None for w in files):  # nothing to cut, no file open: no syscall
                 return sum(sizes.values())
         with self._changed:
             for w in files:
@@ -223,11 +224,12 @@ class OutputGuard:
         freed = 0
         with self._changed:
             files = sorted(((w.blocks, task, w) for task, ws in self._watched.values() for w in ws
-                            if w.fd is not None and not task.stop_reason), key=lambda f: -f[0])
+                            if w.blocks and not task.stop_reason), key=lambda f: -f[0])
             for before, task, w in files:
-                fd = w.fd
-                if freed >= need or fd is None:
+                if freed >= need:
                     break
+                if (fd := self._opened(w)) is None:
+                    continue
                 st = os.fstat(fd)
                 if self._can_punch(fd, st.st_dev):
                     self._cut(task, w, fd, st.st_size, SQUEEZE_TAIL, [quota, "state"])
@@ -270,18 +272,18 @@ class OutputGuard:
     def _look(self, task: Task, w: Watched, now: float, final: bool = False) -> None:
         """One look at a file: free its middle when its blocks passed the trigger (or stop the task where that
         cannot be done), then decide when to look again."""
-        if w.fd is None:
-            try:
-                w.fd = os.open(w.path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
-            except OSError:  # removed, or not our file: nothing of it to keep small
-                w.next_look = now + LOOK_MAX
-                return
-        st = os.fstat(w.fd)
+        # A file is opened only once it has a range to free: most tasks' looks are one stat each, and their
+        # files never cost an open and a close.
+        try:
+            st = os.fstat(w.fd) if w.fd is not None else os.stat(w.path, follow_symlinks=False)
+        except OSError:  # removed, or not ours to look at: nothing of it to keep small
+            w.next_look = now + LOOK_MAX
+            return
         w.blocks, w.size = st.st_blocks * 512, st.st_size
         limit = self.limit
-        if w.blocks > trigger_bytes(limit) and not task.stop_reason:
-            if self._can_punch(w.fd, st.st_dev):
-                self._cut(task, w, w.fd, st.st_size)
+        if w.blocks > trigger_bytes(limit) and not task.stop_reason and (fd := self._opened(w)) is not None:
+            if self._can_punch(fd, st.st_dev):
+                self._cut(task, w, fd, st.st_size)
             elif w.blocks > limit and not final:  # (a task that already ended is not stopped)
                 self.hooks.over_limit(task, f"{w.stream} reached --max-output-bytes {human_bytes(limit)} and the "
                                             "state filesystem cannot free the middle of a file (fallocate: "
@@ -291,6 +293,16 @@ class OutputGuard:
         rate = (w.size - w.last_size) / (now - w.last_at) if now > w.last_at else 0.0
         w.last_size, w.last_at = w.size, now
         w.next_look = now + min(LOOK_MAX, max(LOOK_MIN, room / max(rate, FAST_RATE)))
+
+    @staticmethod
+    def _opened(w: Watched) -> int | None:
+        """The file open for writing (fallocate needs it); None when it is gone or not our file."""
+        if w.fd is None:
+            try:
+                w.fd = os.open(w.path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
+                return None
+        return w.fd
 
     def _cut(self, task: Task, w: Watched, fd: int, size: int, tail: int | None = None,
              over: list | None = None) -> None:

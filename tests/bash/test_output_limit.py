@@ -141,3 +141,30 @@ def test_where_no_range_can_be_freed_the_task_is_stopped_at_the_limit(make_engin
         assert not answer.task.dropped
     finally:
         subprocess.run(["umount", "-l", str(root)], capture_output=True)
+
+
+def _open_here(path: Path) -> bool:
+    """Whether this process (the daemon's engine runs in it) holds a descriptor of `path`."""
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == str(path):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def test_a_file_under_the_trigger_is_looked_at_without_being_opened(disk, make_engine):
+    engine = _engine(make_engine, disk.root)
+    tid = engine.run("echo start; sleep 30", wait_seconds=0).view.task.id
+    out = disk.root / "state" / "bash-tasks" / f"{tid}.out"
+    watched = next(w for w in engine.rooms.lifecycle.guard._watched[id(_task(engine, tid))][1]
+                   if w.stream == "stdout")
+    wait_until(lambda: watched.size > 0, 10, "the guard's look at the task's stdout")
+    assert watched.fd is None and not _open_here(out)
+    # past the trigger it is opened, and its middle freed
+    with open(out, "ab") as f:
+        f.writelines(b"x" * (LIMIT // 64) + b"\n" for _ in range(64))
+    wait_until(lambda: _task(engine, tid).dropped, 10, "the middle freed once the file passed the trigger")
+    assert watched.fd is not None and _open_here(out)
+    engine.kill(tid, force=True)
