@@ -11,6 +11,7 @@ states are described in docs/design.md, "Threads and locks" and "States".
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import uuid
@@ -69,9 +70,27 @@ STARTING_WAIT_SECONDS = 5.0  # how long interrupt/shutdown wait for a turn still
 LIST_LIMIT = 100
 
 
-def _unknown(field: str, name: str, project_dir: Path) -> SubagentError:
-    """The refusal for a name that is neither running nor in a transcript."""
-    return SubagentError(f"{field}: no session named {name!r}: not running, and no transcript in {project_dir}")
+def _unknown(field: str, name: str, places: SessionPlaces, table: TurnTable, continuing: bool = False) -> SubagentError:
+    """The refusal for a name that is neither running nor in a transcript. Where this daemon ran the name's
+    first turn and claude ended before it wrote its transcript (stopped in its first seconds: a short timeout on
+    a loaded machine), it says what became of that turn."""
+    where = places.project_dir(name)
+    with table.cond:
+        ended = table.last_ended_locked(name)
+    if ended is not None and ended.outcome is not None and ended.kind == "start" and not _written(ended.transcript):
+        return SubagentError(f"{field}: no session named {name!r}: its turn {ended.number} ended "
+                             f"({ended.outcome.kind}: {ended.outcome.detail}) before claude wrote a transcript in "
+                             f"{where}, so there is nothing to show or continue; start(name={name!r}, ...) "
+                             "begins it again")
+    if continuing:
+        return SubagentError(f"name: no session named {name!r} in {where} (start it first; archived ones are not "
+                             "resumed)")
+    return SubagentError(f"{field}: no session named {name!r}: not running, and no transcript in {where}")
+
+
+def _written(transcript: Path) -> bool:
+    """Whether claude wrote this transcript (it may have been archived since)."""
+    return transcript.exists() or any(transcript.parent.glob(f"{glob.escape(transcript.name)}.*archived"))
 
 
 def refuse_if_live_elsewhere(sessions: SessionStore, name: str | None = None, session_id: str | None = None) -> None:
@@ -161,8 +180,7 @@ class SubagentEngine:
         try:
             place, found = self.places.place(name), self.places.find(name)
             if found is None:
-                raise SubagentError(f"name: no session named {name!r} in {self.places.project_dir(name)} (start it "
-                                    "first; archived ones are not resumed)")
+                raise _unknown("name", name, self.places, self.table, continuing=True)
             self.places.check_still_there(name, place)
             refuse_if_live_elsewhere(self.sessions, session_id=found.session_id)
             options = request.options.over(place.options)
@@ -237,7 +255,7 @@ class SubagentEngine:
         running = {t.name for t in turns}
         for name in names:
             if name not in running and self.places.find(name) is None:
-                raise _unknown("names", name, self.places.project_dir(name))
+                raise _unknown("names", name, self.places, self.table)
         waited = waits.wait_turns(self.table, turns, request.every, request.window, self.slots, progress, cancel)
         return {"sessions": [self._status_of(n, None) for n in names], "wait": waited.as_dict()}
 
@@ -255,7 +273,7 @@ class SubagentEngine:
         if path is None:
             found = self.places.find(name)
             if found is None:
-                raise _unknown("name", name, self.places.project_dir(name))
+                raise _unknown("name", name, self.places, self.table)
             path = found.path
         try:
             number, got = last_turn_page(path, offset)
@@ -316,7 +334,7 @@ class SubagentEngine:
             return view
         found = self.places.find(name)
         if found is None:
-            raise _unknown("name", name, self.places.project_dir(name))
+            raise _unknown("name", name, self.places, self.table)
         session = self._transcript_view(found, name, self.sessions.live_sessions(), with_work=True)
         if result_offset is not None:
             session["result_page"] = result_page(self.table, found, result_offset)

@@ -206,12 +206,16 @@ def turn_todo(turn: Turn, view: TurnView) -> tuple[str, str]:
         if o["result_next_offset"]:
             lines.append(read_on(turn.name, o["result_next_offset"], o["result_chars"]))
     more = RAISE_THE_CAP.get(o["outcome"], "")
-    lines += [
-        "",
-        f'next: continue(name="{turn.name}", prompt="..."{more}) gives it another turn; '
-        f'start(name="{turn.name}", ...) archives this session and starts afresh.',
-        f"transcript: Read({turn.transcript})",
-    ]
+    if turn.kind == "start" and not turn.transcript.exists():  # claude ended before it wrote anything
+        lines += ["", "next: claude ended before it wrote a transcript, so there is no session to continue; "
+                      f'start(name="{turn.name}", ...) begins it again.']
+    else:
+        lines += [
+            "",
+            f'next: continue(name="{turn.name}", prompt="..."{more}) gives it another turn; '
+            f'start(name="{turn.name}", ...) archives this session and starts afresh.',
+            f"transcript: Read({turn.transcript})",
+        ]
     return summary, "\n".join(lines)
 
 

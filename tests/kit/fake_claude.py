@@ -7,6 +7,8 @@ a crash without a result, a non-zero exit, a slow start. It writes what the daem
 2.1.328 does (transcript path and entry shapes, stream-json lines), as observed by the interop tests.
 
 The prompt (stdin) steers it:
+    FAKE:starting=S       stay S seconds before writing anything (claude still starting: a SIGINT then ends it
+                          with no transcript)
     FAKE:sleep=S          sleep S seconds mid-turn (SIGINT: "[Request interrupted by user]", no result line)
     FAKE:gate=PATH        then wait, silent, until PATH exists (kit.gate.Gate: the test says when the turn ends)
     FAKE:ignore-int       ignore SIGINT (only SIGKILL stops it)
@@ -64,6 +66,9 @@ def main() -> int:
     if os.environ.get("FAKE_CLAUDE_LOG"):
         with open(os.environ["FAKE_CLAUDE_LOG"], "a") as f:
             f.write(json.dumps({"argv": argv, "prompt": prompt, "pid": os.getpid()}) + "\n")
+    if (starting := directive(prompt, "starting")) is not None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # as node before its handlers: the signal ends it
+        time.sleep(float(starting))
     if not prompt.strip():
         print("Error: Input must be provided either through stdin or as a prompt argument when using --print",
               file=sys.stderr)

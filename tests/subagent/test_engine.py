@@ -218,6 +218,29 @@ def test_continue_of_unknown_name_and_interrupt_of_idle_name(engine_factory, fak
     assert running_names(engine) == []  # refusals release the reservation
 
 
+def test_a_start_stopped_before_claude_wrote_a_transcript_says_what_became_of_it(engine_factory, fake_claude_bin,
+                                                                                   fake_env, prompt_file):
+    """A short time limit on a loaded machine can stop claude before it wrote anything (the real one, in a
+    suite run beside another: the fake stays silent on cue). There is no session to show or continue, and the
+    refusal says why, and what to do."""
+    engine, todos = engine_factory(fake_claude_bin, fake_env, turn_timeout=0.6)
+    engine.start("early", str(prompt_file), trigger="FAKE:starting=30")
+    todo = todos.wait_upserts("early")[0]
+    assert todo["data"]["outcome"]["outcome"] == "timed_out"
+    assert todo["body"].endswith("\n\nnext: claude ended before it wrote a transcript, so there is no session "
+                                 'to continue; start(name="early", ...) begins it again.'), todo["body"]
+    said = (r"name: no session named 'early': its turn 1 ended \(timed_out: reached its time limit \(0\.01 min\).*\) "
+            r"before claude wrote a transcript in .*, so there is nothing to show or continue; "
+            r"start\(name='early', \.\.\.\) begins it again$")
+    for call in (lambda: engine.status("early"), lambda: engine.continue_("early", "again")):
+        with pytest.raises(SubagentError, match=said):
+            call()
+    assert running_names(engine) == []
+    engine.start("early", str(prompt_file), trigger="FAKE:reply=here")  # begins it again, as the refusal says
+    assert todos.wait_upserts("early", count=2)[-1]["data"]["outcome"]["outcome"] == "completed"
+    assert engine.status("early")["last_turn"]["outcome"] == "completed"
+
+
 @pytest.mark.parametrize("bad", ["Bad", "", "a" * 64, "with space", "x\n", "../etc", "a_b"])
 def test_bad_names_are_refused_before_anything_runs(engine_factory, fake_claude_bin, fake_env,
                                                     prompt_file, bad, tmp_path):
