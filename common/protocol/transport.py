@@ -44,6 +44,7 @@ from common.protocol.wire_types import (
     InboundLadderRejection,
     cancelled_request_id,
     classify_inbound_request,
+    era_module,
     unsupported_protocol_version_rejection,
 )
 
@@ -338,7 +339,7 @@ class McpApp:
         request_id = body.get("id")
         params = body.get("params")
         try:
-            parsed = mcp_types.InitializeRequestParams.model_validate(params)
+            parsed = era_module(LATEST_HANDSHAKE_VERSION).InitializeRequestParams.model_validate(params)
         except ValidationError as exc:
             err = RpcError(INVALID_PARAMS, f"Invalid initialize params: {first_error(exc)}")
             return JsonAnswer(error_body(request_id, err), 400)
