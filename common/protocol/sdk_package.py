@@ -26,6 +26,7 @@ RESERVED_KEYS = {
     "SERVER_INFO_META_KEY": "io.modelcontextprotocol/serverInfo",
 }
 _loading = threading.RLock()  # (the `__init__` run under it may ask the package for a name)
+_whole_ids: set[int] = set()  # the packages whose `__init__` has been run
 
 
 class _Deferred:
@@ -63,8 +64,8 @@ def _attribute(package: ModuleType, name: str) -> Any:
 def _whole(package: ModuleType) -> ModuleType:
     """The package with its `__init__` run (once, whichever thread asks first)."""
     with _loading:
-        if not package.__dict__.get("_hive_whole"):
-            package.__dict__["_hive_whole"] = True
+        if id(package) not in _whole_ids:
+            _whole_ids.add(id(package))  # first: the `__init__` may ask for a name while it runs
             assert package.__spec__ is not None and package.__spec__.loader is not None
             package.__spec__.loader.exec_module(package)
             del package.__dict__["__getattr__"]
