@@ -64,7 +64,8 @@ def test_interrupt_a_running_turn(turn, ops, ignores, force, signals, outcome, t
     if tool_stopped:  # its descendants were found before its group died
         assert ops.calls.index(("tree", pid)) < ops.calls.index(("signal_group", pid, KILL))
     assert ops.ops("reap") == [("reap", pid)]
-    assert [c[0] for c in todos.calls if c[1] == "t"][-1] == "upsert"
+    # the end's todo follows the end the interrupt's answer waited for
+    wait_until(lambda: [c[0] for c in todos.calls if c[1] == "t"][-1] == "upsert", 10, "the end's todo")
 
 
 def test_a_turn_that_ends_by_itself_gets_only_the_sweep(turn, ops):

@@ -33,7 +33,12 @@ def test_turns_cost_and_tokens_move_with_real_turns(tmp_path, fake_claude_bin, f
         assert first.value("hive_subagent_turns_total", outcome="completed") == 0
         gate = Gate(tmp_path)
         _call(d.url, "start", name="held", prompt_file=str(prompt_file), trigger=f"FAKE:gate={gate.path}")
-        _call(d.url, "start", name="failing", prompt_file=str(prompt_file), trigger="FAKE:exit=3")
+        failing = tool_result(call_tool_raw(d.url, "start", {"name": "failing", "prompt_file": str(prompt_file),
+                                                             "trigger": "FAKE:exit=3"}, timeout=90))
+        # On a loaded machine claude may fail before its start is answered: the start then answers its end, an
+        # error, and is counted as one.
+        refused = int(failing["isError"])
+        assert not refused or failing["content"][0]["text"].startswith("state=ended name=failing outcome=error")
         wait_until(lambda: scrape(d.url).value("hive_subagent_turns_total", outcome="error") == 1, 30,
                    "the failing turn counted")
         held = scrape(d.url)
@@ -47,7 +52,8 @@ def test_turns_cost_and_tokens_move_with_real_turns(tmp_path, fake_claude_bin, f
         assert abs(after.value("hive_subagent_cost_usd_total") - COST_PER_TURN) < 1e-9
         assert after.value("hive_subagent_tokens_total", kind="input") == REPLY_TOKENS[0]
         assert after.value("hive_subagent_tokens_total", kind="output") == REPLY_TOKENS[1]
-        assert after.value("hive_subagent_tool_calls_total", tool="start", outcome="ok") == 2
+        assert after.value("hive_subagent_tool_calls_total", tool="start", outcome="ok") == 2 - refused
+        assert after.total("hive_subagent_tool_calls_total", tool="start", outcome="error") == refused
         assert after.value("hive_subagent_tool_call_duration_seconds_count", tool="status") >= 1
         assert after.value("hive_subagent_inline_waits_held") == 0
     finally:
