@@ -11,7 +11,6 @@ from typing import Any
 
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import ValidationError
 
 from common.protocol.argument_errors import ToolArgumentsError
 from common.protocol.mcp_tasks import (
@@ -23,7 +22,7 @@ from common.protocol.mcp_tasks import (
 )
 from common.protocol.oversized_call import oversized_arguments
 from common.protocol.tools import CallContext, ToolRegistry, ToolResult, UnknownTool
-from common.protocol.wire_types import serialize_server_result
+from common.protocol.wire_types import ResultMismatch, serialize_server_result
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +155,7 @@ class McpMethods:
             return result  # (the SDK's tools/call type knows no CreateTaskResult: mcp_tasks.py built and checks it)
         try:
             return serialize_server_result(method, version, result)
-        except ValidationError:
+        except ResultMismatch:
             log.exception("result of %s does not match the %s schema", method, version)
             raise RpcError(INTERNAL_ERROR, "Internal error: the server produced an invalid result") from None
         except (KeyError, ValueError):
@@ -183,9 +182,3 @@ def _linked(call: Any) -> dict[str, Any]:
     if call is None:
         return {}
     return {"client_gone": call.client_gone, "cancel": call.cancel, "progress": call.progress}
-
-
-def first_error(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first.get("loc", ())) or "params"
-    return f"{where}: {first.get('msg', 'invalid')}"

@@ -22,7 +22,6 @@ from wsgiref.types import StartResponse, WSGIEnvironment
 import mcp_types
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
-from pydantic import ValidationError
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wrappers import Request, Response
@@ -35,7 +34,7 @@ from common.metrics.tool_calls import ToolCallMetrics
 from common.protocol import after_answer, mcp_tasks
 from common.protocol.event_stream import StreamedCall
 from common.protocol.http_guard import METRICS_ONLY_KEY, Guard, read_token_file
-from common.protocol.methods import McpMethods, RpcError, error_body, first_error
+from common.protocol.methods import McpMethods, RpcError, error_body
 from common.protocol.request_headers import EnvironHeaders, environ_key
 from common.protocol.sessions import Session, SessionTable
 from common.protocol.tools import ToolRegistry
@@ -44,7 +43,7 @@ from common.protocol.wire_types import (
     InboundLadderRejection,
     cancelled_request_id,
     classify_inbound_request,
-    era_module,
+    initialize_protocol_version,
     unsupported_protocol_version_rejection,
 )
 
@@ -339,11 +338,10 @@ class McpApp:
         request_id = body.get("id")
         params = body.get("params")
         try:
-            parsed = era_module(LATEST_HANDSHAKE_VERSION).InitializeRequestParams.model_validate(params)
-        except ValidationError as exc:
-            err = RpcError(INVALID_PARAMS, f"Invalid initialize params: {first_error(exc)}")
+            requested = initialize_protocol_version(params)
+        except ValueError as exc:
+            err = RpcError(INVALID_PARAMS, f"Invalid initialize params: {exc}")
             return JsonAnswer(error_body(request_id, err), 400)
-        requested = parsed.protocol_version
         negotiated = requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
         session = self.sessions.create(negotiated)
         result = {

@@ -24,7 +24,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
-from pydantic import TypeAdapter
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 ERAS = {"handshake": "mcp_types._v2025_11_25", "modern": "mcp_types._v2026_07_28"}
 
@@ -97,17 +99,44 @@ def _era_result_type(method: str, era_name: str) -> Any:
 
 @functools.cache
 def _result_adapter(method: str, era_name: str) -> TypeAdapter[Any]:
+    from pydantic import TypeAdapter  # (with the era's types: a plain tools/call result needs no pydantic)
+
     return TypeAdapter(_era_result_type(method, era_name))
 
 
 def serialize_server_result(method: str, version: str, data: Mapping[str, Any]) -> dict[str, Any]:
     """As mcp_types.methods.serialize_server_result: `data` validated against the version's type and dumped
-    in its wire shape. ValueError: an unknown version; KeyError: no such method in it; pydantic's
-    ValidationError: `data` does not fit."""
+    in its wire shape. ValueError: an unknown version; KeyError: no such method in it; ResultMismatch: `data`
+    does not fit."""
+    from pydantic import ValidationError
+
     adapter = _result_adapter(method, era(version))
-    dumped: dict[str, Any] = adapter.dump_python(adapter.validate_python(data, by_name=False), by_alias=True,
-                                                 mode="json", exclude_none=True)
+    try:
+        dumped: dict[str, Any] = adapter.dump_python(adapter.validate_python(data, by_name=False), by_alias=True,
+                                                     mode="json", exclude_none=True)
+    except ValidationError as exc:
+        raise ResultMismatch(str(exc)) from exc
     return dumped
+
+
+class ResultMismatch(Exception):
+    """A result does not fit its type in the SDK (pydantic's ValidationError, which is a ValueError, as ours is
+    not: a caller tells it apart from an unknown version)."""
+
+
+def initialize_protocol_version(params: Any) -> str:
+    """The version a handshake `initialize` asks for, its params validated with that era's own model (ValueError:
+    the first rule they break, and where)."""
+    model = _import_era("handshake").InitializeRequestParams
+    from pydantic import ValidationError  # (loaded with the era's types)
+
+    try:
+        version: str = model.model_validate(params).protocol_version
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "params"
+        raise ValueError(f"{where}: {first.get('msg', 'invalid')}") from None
+    return version
 
 
 def notification_type(method: str, version: str) -> Any:

@@ -1,4 +1,4 @@
-"""common/protocol/sdk_package.py: the SDK's `mcp_types` package with its monolith deferred. Each check runs in a
+"""common/protocol/sdk_package.py: the SDK's `mcp_types` package with its models deferred. Each check runs in a
 fresh interpreter, as a daemon starts (this process imported the whole package long ago)."""
 
 import http.client
@@ -7,9 +7,11 @@ import subprocess
 import sys
 
 import mcp_types._types as monolith
+import mcp_types.jsonrpc as jsonrpc
+import pytest
 from kit.hivebash_testkit import wait_until
 
-from common.protocol.sdk_package import RESERVED_KEYS
+from common.protocol.sdk_package import GIVEN
 
 
 def _fresh(code: str) -> str:
@@ -19,15 +21,17 @@ def _fresh(code: str) -> str:
 
 
 def test_the_names_given_ahead_are_the_sdks_own():
-    assert RESERVED_KEYS == {name: getattr(monolith, name) for name in RESERVED_KEYS}
+    for module in (monolith, jsonrpc):
+        given = GIVEN["mcp_types" if module is monolith else "mcp_types.jsonrpc"]
+        assert given == {name: getattr(module, name) for name in given}
 
 
-def test_a_daemons_protocol_modules_need_no_monolith_until_a_version_is_refused():
+def test_a_daemons_protocol_modules_need_no_model_until_a_version_is_refused():
     out = _fresh("""
 import sys
 import common.protocol.transport, common.protocol.mcp_tasks
 from common.protocol import wire_types
-print("mcp_types._types" in sys.modules)
+print("mcp_types._types" in sys.modules or "pydantic" in sys.modules)
 rejection = wire_types.unsupported_protocol_version_rejection("1999-01-01", ["2026-07-28"])
 print(rejection.data, "mcp_types._types" in sys.modules)
 """)
@@ -47,37 +51,46 @@ try:
     mcp_types.NoSuchName
 except AttributeError as exc:
     print("AttributeError", exc)
+import mcp_types.jsonrpc
+print(mcp_types.jsonrpc.JSONRPCRequest.__name__, "__getattr__" in vars(mcp_types.jsonrpc))
 from mcp_types import *
 print(CallToolResult is monolith.CallToolResult, "__getattr__" in vars(mcp_types))
 import mcp.shared.inbound  # the SDK itself, on the package it finds
 print(mcp.shared.inbound.UnsupportedProtocolVersionErrorData is monolith.UnsupportedProtocolVersionErrorData)
 """)
     assert out.splitlines() == ["False", "True True", "AttributeError module 'mcp_types' has no attribute 'NoSuchName'",
-                                "True False", "True"], out
+                                "JSONRPCRequest False", "True False", "True"], out
 
 
-def test_a_daemon_answers_its_first_calls_of_either_era_without_the_monolith(tmp_path):
+MODERN_CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+    "name": "list", "arguments": {}, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                               "io.modelcontextprotocol/clientCapabilities": {}}}}
+MODERN_HEADERS = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "list"}
+HANDSHAKE = {"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+
+
+@pytest.mark.parametrize("era, loaded", [("modern", "models False pydantic False"),
+                                         ("handshake", "models False pydantic True")])
+def test_a_daemons_first_call_imports_no_model_it_does_not_use(tmp_path, era, loaded):
     ready = tmp_path / "ready.json"
-    code = ("import atexit, sys; atexit.register(lambda: print('monolith', 'mcp_types._types' in sys.modules)); "
-            "from hivebash.cli import daemon_main; daemon_main()")
+    code = ("import atexit, sys; atexit.register(lambda: print('models', 'mcp_types._types' in sys.modules, "
+            "'pydantic', 'pydantic' in sys.modules)); from hivebash.cli import daemon_main; daemon_main()")
     daemon = subprocess.Popen([sys.executable, "-c", code, "--state-dir", str(tmp_path / "state"), "--port", "0",
                                "--ready-file", str(ready)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                               text=True)
     try:
         wait_until(ready.exists, 30, "the daemon's ready file")
         port = int(json.loads(ready.read_text())["url"].rsplit(":", 1)[1].split("/")[0])
-        modern = _post(port, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "list", "arguments": {}, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                                                       "io.modelcontextprotocol/clientCapabilities": {}}}},
-                       {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "list"})
-        assert "result" in modern, modern
-        handshake = _post(port, {"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}, {})
-        assert handshake["result"]["protocolVersion"] == "2025-11-25", handshake
+        if era == "modern":
+            assert "result" in (answer := _post(port, MODERN_CALL, MODERN_HEADERS)), answer
+        else:
+            answer = _post(port, HANDSHAKE, {})
+            assert answer["result"]["protocolVersion"] == "2025-11-25", answer
     finally:
         daemon.terminate()
         out, _ = daemon.communicate(timeout=30)
-    assert out.strip().endswith("monolith False"), out
+    assert out.strip().endswith(loaded), out
 
 
 def _post(port: int, body: dict, headers: dict) -> dict:
