@@ -108,9 +108,9 @@ def serialize_server_result(method: str, version: str, data: Mapping[str, Any]) 
     """As mcp_types.methods.serialize_server_result: `data` validated against the version's type and dumped
     in its wire shape. ValueError: an unknown version; KeyError: no such method in it; ResultMismatch: `data`
     does not fit."""
-    from pydantic import ValidationError
-
     adapter = _result_adapter(method, era(version))
+    from pydantic import ValidationError  # (loaded with the adapter)
+
     try:
         dumped: dict[str, Any] = adapter.dump_python(adapter.validate_python(data, by_name=False), by_alias=True,
                                                      mode="json", exclude_none=True)
