@@ -11,7 +11,6 @@ states are described in docs/design.md, "Threads and locks" and "States".
 
 from __future__ import annotations
 
-import glob
 import logging
 import os
 import uuid
@@ -77,7 +76,7 @@ def _unknown(field: str, name: str, places: SessionPlaces, table: TurnTable, con
     where = places.project_dir(name)
     with table.cond:
         ended = table.last_ended_locked(name)
-    if ended is not None and ended.outcome is not None and ended.kind == "start" and not _written(ended.transcript):
+    if ended is not None and ended.outcome is not None and views.wrote_no_transcript(ended):
         return SubagentError(f"{field}: no session named {name!r}: its turn {ended.number} ended "
                              f"({ended.outcome.kind}: {ended.outcome.detail}) before claude wrote a transcript in "
                              f"{where}, so there is nothing to show or continue; start(name={name!r}, ...) "
@@ -86,11 +85,6 @@ def _unknown(field: str, name: str, places: SessionPlaces, table: TurnTable, con
         return SubagentError(f"name: no session named {name!r} in {where} (start it first; archived ones are not "
                              "resumed)")
     return SubagentError(f"{field}: no session named {name!r}: not running, and no transcript in {where}")
-
-
-def _written(transcript: Path) -> bool:
-    """Whether claude wrote this transcript (it may have been archived since)."""
-    return transcript.exists() or any(transcript.parent.glob(f"{glob.escape(transcript.name)}.*archived"))
 
 
 def refuse_if_live_elsewhere(sessions: SessionStore, name: str | None = None, session_id: str | None = None) -> None:

@@ -7,6 +7,7 @@ transcript read from disk.
 
 from __future__ import annotations
 
+import glob
 import time
 from datetime import UTC, datetime
 from typing import cast
@@ -182,6 +183,15 @@ def transcript_view(t: Transcript, name: str, result_chars: int, other: LiveSess
     return view
 
 
+def wrote_no_transcript(turn: Turn) -> bool:
+    """Whether the turn was a start whose claude ended before it wrote its transcript: no session exists to show
+    or continue (one archived since was written)."""
+    path = turn.transcript
+    if turn.kind != "start" or path.exists():  # (most ends: one stat)
+        return False
+    return next(path.parent.glob(f"{glob.escape(path.name)}.*archived"), None) is None
+
+
 def turn_todo(turn: Turn, view: TurnView) -> tuple[str, str]:
     """The summary and body of a finished turn's one todo (its data is `view`): outcome, the start of the
     result, cost, how to go on."""
@@ -206,7 +216,7 @@ def turn_todo(turn: Turn, view: TurnView) -> tuple[str, str]:
         if o["result_next_offset"]:
             lines.append(read_on(turn.name, o["result_next_offset"], o["result_chars"]))
     more = RAISE_THE_CAP.get(o["outcome"], "")
-    if turn.kind == "start" and not turn.transcript.exists():  # claude ended before it wrote anything
+    if wrote_no_transcript(turn):
         lines += ["", "next: claude ended before it wrote a transcript, so there is no session to continue; "
                       f'start(name="{turn.name}", ...) begins it again.']
     else:
