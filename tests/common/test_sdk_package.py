@@ -21,8 +21,8 @@ def _fresh(code: str) -> str:
 
 
 def test_the_names_given_ahead_are_the_sdks_own():
-    for module in (monolith, jsonrpc):
-        given = GIVEN["mcp_types" if module is monolith else "mcp_types.jsonrpc"]
+    for module_name, module in (("mcp_types", monolith), ("mcp_types.jsonrpc", jsonrpc)):
+        given = GIVEN[module_name]
         assert given == {name: getattr(module, name) for name in given}
 
 
